@@ -1,0 +1,246 @@
+"""daskgpu command line: ``python cli.py run mean-pipeline --gpus 0,1``.
+
+Parses options, calls the library, prints, and sets the exit code: 0 ok, 1 the result failed
+verification, 2 bad input or environment, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+import daskgpu
+from daskgpu import clusters, devices, registry, report, runner
+from daskgpu.errors import DaskGPUError, ParameterError
+from daskgpu.params import Param
+
+EXIT_VERIFY_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class PipelineParamType(click.ParamType):
+    """A click type that parses with a pipeline parameter's own parser."""
+
+    def __init__(self, param: Param):
+        self.param = param
+        self.name = param.metavar
+
+    def convert(self, value, option, ctx):
+        """Parse ``value``; a bad one fails with the parser's message."""
+        try:
+            return self.param.convert(value)
+        except ParameterError as exc:
+            self.fail(str(exc).split(": ", 1)[-1], option, ctx)
+
+
+def _pipeline_options(spec: registry.Pipeline) -> list[click.Option]:
+    options = []
+    for p in spec.params:
+        options.append(
+            click.Option(
+                [p.option, p.name],
+                type=PipelineParamType(p),
+                default=None,
+                help=p.help,
+                show_default=str(p.default) if p.default is not None else False,
+                metavar=p.metavar,
+            )
+        )
+    return options
+
+
+def _cluster_options() -> list[click.Option]:
+    o = click.Option
+    return [
+        o(["--gpus"], envvar="DASKGPU_GPUS", metavar="SPEC",
+          help="GPUs to use: all, 0,1, 0-3, GPU-<uuid>, MIG-<uuid> (nvidia-smi indices; "
+          "positions in CUDA_VISIBLE_DEVICES when it is set). Env: DASKGPU_GPUS."),
+        o(["--cpu"], is_flag=True, help="Run on CPU workers even where GPUs exist."),
+        o(["--workers"], type=click.IntRange(min=1), help="CPU workers (default: one per core)."),
+        o(["--threads-per-worker"], type=click.IntRange(min=1), help="Threads per worker."),
+        o(["--memory-limit"], default="auto", show_default=True,
+          help="Host memory limit per worker (e.g. 4GiB)."),
+        o(["--scheduler-address"], metavar="ADDR",
+          help="Run on an existing scheduler (tcp://host:8786) instead of starting a cluster."),
+        o(["--scheduler-file"], type=click.Path(), help="Existing scheduler, by its file."),
+        o(["--dashboard-address"], metavar="HOST:PORT",
+          help="Dashboard address [default: 127.0.0.1:8787; a free port if taken]."),
+        o(["--no-dashboard"], is_flag=True, help="Serve no dashboard."),
+        o(["--rmm-pool-size"], metavar="SIZE", help="RMM pool per GPU worker (e.g. 20GB)."),
+        o(["--device-memory-limit"], metavar="SIZE",
+          help="Spill GPU memory to host above this (e.g. 0.8 or 30GB)."),
+        o(["--protocol"], type=click.Choice(["tcp", "ucx"]), default="tcp", show_default=True,
+          help="Communication protocol between GPU workers."),
+        o(["--json", "as_json"], is_flag=True, help="Print one JSON object instead of a table."),
+        o(["--quiet", "-q"], is_flag=True, help="No progress bar or notices."),
+    ]
+
+
+_CLUSTER_KEYS = (
+    "gpus", "cpu", "workers", "threads_per_worker", "memory_limit", "scheduler_address",
+    "scheduler_file", "dashboard_address", "rmm_pool_size", "device_memory_limit", "protocol",
+)
+
+
+def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
+    as_json = kwargs.pop("as_json")
+    quiet = kwargs.pop("quiet")
+    dashboard = not kwargs.pop("no_dashboard")
+    options = {k: kwargs.pop(k) for k in _CLUSTER_KEYS}
+    params = {k: v for k, v in kwargs.items() if v is not None}
+    spec.resolve(**params)  # fail on a bad value before anything starts
+    err = Console(stderr=True)
+    plan = clusters.plan(dashboard=dashboard, **options)
+    if not quiet:
+        for note in plan.notices:
+            err.print(note, highlight=False)
+    with clusters.start(plan) as client:
+        meta = clusters.info(client)
+        if not quiet and not as_json:
+            err.print(f"Dashboard: {meta.dashboard or 'off'}", highlight=False)
+        progress = sys.stdout.isatty() and not (quiet or as_json)
+        result = runner.run(spec, client, progress=progress, **params)
+    if as_json:
+        click.echo(report.as_json(result))
+    else:
+        report.show(result)
+    if not result.verified:
+        raise SystemExit(EXIT_VERIFY_FAILED)
+
+
+class RunGroup(click.Group):
+    """``run NAME``: one subcommand per registered pipeline, options from its parameters."""
+
+    def list_commands(self, ctx):
+        """Registered pipeline names."""
+        return registry.names()
+
+    def get_command(self, ctx, name):
+        """A command for pipeline ``name``, or None."""
+        if name not in registry.names():
+            return None
+        spec = registry.get(name)
+
+        def callback(**kwargs):
+            _run_pipeline(spec, kwargs)
+
+        return click.Command(
+            name,
+            callback=callback,
+            params=_pipeline_options(spec) + _cluster_options(),
+            help=spec.summary,
+            short_help=spec.summary,
+        )
+
+    def resolve_command(self, ctx, args):
+        """Like click's, but an unknown pipeline gets a did-you-mean and the list."""
+        if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
+            registry.get(args[0])  # raises UnknownPipeline with suggestions
+        return super().resolve_command(ctx, args)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(daskgpu.__version__, prog_name="daskgpu")
+def app():
+    """daskgpu: large array and dataframe computations on the GPUs you choose."""
+
+
+app.add_command(RunGroup("run", help="Run a pipeline: run NAME [options]; see `list`."))
+
+
+@app.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_pipelines(as_json):
+    """List the pipelines with a one-line summary each."""
+    specs = [registry.get(n) for n in registry.names()]
+    if as_json:
+        click.echo(json.dumps([{"name": s.name, "summary": s.summary} for s in specs]))
+        return
+    t = Table(show_header=True)
+    t.add_column("pipeline")
+    t.add_column("summary")
+    for s in specs:
+        t.add_row(s.name, s.summary)
+    Console().print(t)
+
+
+@app.command("devices")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_devices(as_json):
+    """List the GPUs (nvidia-smi order), or say why there are none."""
+    inv = devices.inventory()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "devices": [d.as_dict() for d in inv.devices],
+                    "reason": inv.reason,
+                    "cuda_visible_devices": visible,
+                }
+            )
+        )
+        return
+    if not inv.devices:
+        click.echo(f"No GPU found: {inv.reason}.")
+        return
+    t = Table(show_header=True)
+    for col in ("index", "name", "uuid", "memory total", "memory free", "pci bus id", "MIG"):
+        t.add_column(col)
+    for d in inv.devices:
+        migs = "\n".join(f"{m.label} {m.uuid} {m.memory_total / 2**30:.1f} GiB" for m in d.migs)
+        t.add_row(
+            str(d.index), d.name, d.uuid, f"{d.memory_total / 2**30:.1f} GiB",
+            f"{d.memory_free / 2**30:.1f} GiB", d.pci_bus_id, migs or "-",
+        )
+    Console().print(t)
+    if visible is not None:
+        shown = devices.visible_devices(inv, visible)
+        click.echo(
+            f"CUDA_VISIBLE_DEVICES={visible}: --gpus indices 0-{len(shown) - 1} mean "
+            + ", ".join(d.label for d in shown)
+        )
+
+
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app and map errors to one line and an exit code."""
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        app.main(args=argv, prog_name="cli.py", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help())
+        return 0
+    except click.UsageError as exc:
+        hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx else ""
+        click.echo(f"error: {_one_line(exc.format_message())}{hint}", err=True)
+        return EXIT_USAGE
+    except DaskGPUError as exc:
+        click.echo(f"error: {_one_line(exc)}", err=True)
+        return exc.exit_code
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        click.echo("interrupted: cluster shut down", err=True)
+        return EXIT_INTERRUPTED
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

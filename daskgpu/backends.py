@@ -1,0 +1,168 @@
+"""Backends: which array and dataframe libraries the workers compute with.
+
+``gpu`` means CuPy arrays and cuDF dataframes on the workers' GPUs; ``cpu`` means NumPy and
+pandas. A backend sets Dask's own ``array.backend`` / ``dataframe.backend`` options, so that
+pipelines build their graphs with plain ``dask.array`` / ``dask.dataframe`` calls. GPU
+libraries are imported lazily, on the workers, never at module import.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+
+import dask.config
+
+from daskgpu.devices import Device
+from daskgpu.errors import BackendUnavailable, ClusterError
+
+GPU_INSTALL_HINT = "pip install -e '.[gpu]' (or conda env create -f environment.yml)"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The libraries and hardware a run computes on.
+
+    Attributes
+    ----------
+    name : {"gpu", "cpu"}
+    array_library : {"cupy", "numpy"}
+    dataframe_library : {"cudf", "pandas"}
+    devices : tuple of Device
+        One per GPU worker (empty on CPU).
+    workers : int
+        Number of workers computing.
+    threads : int
+        Threads summed over the workers.
+    """
+
+    name: str
+    array_library: str
+    dataframe_library: str
+    devices: tuple[Device, ...] = field(default=())
+    workers: int = 1
+    threads: int = 1
+
+    @property
+    def is_gpu(self) -> bool:
+        """True for the CuPy/cuDF backend."""
+        return self.name == "gpu"
+
+    @property
+    def device_memory(self) -> int:
+        """Total device memory of the workers' GPUs, in bytes (0 on CPU)."""
+        return sum(d.memory_total for d in self.devices)
+
+    def activate(self):
+        """Context manager setting Dask's ``array.backend`` and ``dataframe.backend``."""
+        return dask.config.set(
+            {"array.backend": self.array_library, "dataframe.backend": self.dataframe_library}
+        )
+
+    def to_device(self):
+        """A picklable function moving one host (NumPy) block to this backend's memory."""
+        return _cupy_asarray if self.is_gpu else None
+
+
+def _cupy_asarray(block):
+    import cupy
+
+    return cupy.asarray(block)
+
+
+def to_host(value):
+    """Move a computed result (CuPy/cuDF/NumPy/pandas/scalar) to host memory.
+
+    Returns NumPy/pandas objects, or a Python scalar for 0-d results.
+    """
+    if hasattr(value, "__cuda_array_interface__"):
+        import cupy
+
+        value = cupy.asnumpy(value)
+    elif hasattr(value, "to_pandas"):
+        value = value.to_pandas()
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def gpu_stack_missing() -> list[str]:
+    """Names of the GPU libraries (cupy, dask_cuda) that are not installed here."""
+    needed = ("cupy", "dask_cuda")
+    return [name for name in needed if importlib.util.find_spec(name) is None]
+
+
+def get(
+    name: str, devices: tuple[Device, ...] = (), workers: int = 1, threads: int = 1
+) -> Backend:
+    """The backend called ``name`` ("gpu" or "cpu").
+
+    Raises
+    ------
+    BackendUnavailable
+        For ``gpu`` where CuPy or dask-cuda is not installed, with the install command.
+    """
+    if name == "cpu":
+        return Backend("cpu", "numpy", "pandas", (), workers, threads)
+    if name == "gpu":
+        missing = gpu_stack_missing()
+        if missing:
+            raise BackendUnavailable(
+                f"the GPU backend needs {' and '.join(missing)}, not installed here; "
+                f"install it with: {GPU_INSTALL_HINT}, or run with --cpu"
+            )
+        return Backend("gpu", "cupy", "cudf", tuple(devices), workers, threads)
+    raise BackendUnavailable(f"unknown backend {name!r}; choose 'gpu' or 'cpu'")
+
+
+def worker_report() -> dict:
+    """Run on a worker: does it compute on a GPU, and which one.
+
+    A worker is a GPU worker when ``CUDA_VISIBLE_DEVICES`` names its device (as dask-cuda
+    sets it) and CuPy is importable there.
+    """
+    from daskgpu import devices as devices_mod
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    report: dict = {"gpu": False, "device": None}
+    if not visible or importlib.util.find_spec("cupy") is None:
+        return report
+    found = devices_mod.visible_devices(devices_mod.inventory(), visible)
+    if found:
+        report.update(gpu=True, device=found[0].as_dict())
+    return report
+
+
+def detect(client) -> Backend:
+    """Ask a client's workers what they compute on, and return the matching backend.
+
+    Raises
+    ------
+    ClusterError
+        When there are no workers, or some have GPUs and some do not.
+    """
+    info = client.scheduler_info(**_all_workers(client))
+    workers = info.get("workers", {})
+    if not workers:
+        raise ClusterError("the cluster has no workers; start some with `dask worker ADDRESS`")
+    reports = client.run(worker_report)
+    gpu = [addr for addr, rep in reports.items() if rep["gpu"]]
+    threads = sum(w.get("nthreads", 1) for w in workers.values())
+    if gpu and len(gpu) != len(reports):
+        raise ClusterError(
+            f"{len(gpu)} of {len(reports)} workers have a GPU; daskgpu needs all GPU workers "
+            "(`dask cuda worker`) or all CPU workers (`dask worker`)"
+        )
+    if gpu:
+        devs = tuple(Device(**{**reports[a]["device"], "migs": ()}) for a in sorted(gpu))
+        return get("gpu", devs, len(reports), threads)
+    return get("cpu", (), len(reports), threads)
+
+
+def _all_workers(client) -> dict:
+    """Newer distributed lists only some workers in ``scheduler_info`` unless asked for all."""
+    import inspect
+
+    takes = "n_workers" in inspect.signature(client.scheduler_info).parameters
+    return {"n_workers": -1} if takes else {}

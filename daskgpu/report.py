@@ -1,0 +1,89 @@
+"""Show a RunResult: a table for people, JSON for programs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from rich.console import Console
+from rich.table import Table
+
+from daskgpu.runner import RunResult
+
+
+def _gib(nbytes) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes else "-"
+
+
+def _seconds(value) -> str:
+    return "-" if value is None else f"{value:.3f} s"
+
+
+def _value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.10g}"
+    return str(value)
+
+
+def device_lines(devices: list[dict]) -> str:
+    """One line per device: index, name, UUID, memory."""
+    return "\n".join(
+        f"{d.get('index')}: {d['name']} {d['uuid']} ({_gib(d['memory_total'])})" for d in devices
+    )
+
+
+def _worker_lines(workers: list[dict]) -> str:
+    threads = sum(w.get("nthreads") or 0 for w in workers)
+    memory = sum(w.get("memory_limit") or 0 for w in workers)
+    return f"{len(workers)} workers, {threads} threads, {_gib(memory)} memory limit"
+
+
+def table(result: RunResult) -> Table:
+    """A two-column rich table of a run."""
+    t = Table(title=f"daskgpu run: {result.pipeline}", show_header=False, title_justify="left")
+    t.add_column("what", style="bold")
+    t.add_column("value")
+    t.add_row("pipeline", result.pipeline)
+    t.add_row("backend", result.backend)
+    if result.devices:
+        t.add_row("devices", device_lines(result.devices))
+    t.add_row("workers", _worker_lines(result.workers))
+    data = result.data
+    for key in ("source", "shape", "chunks", "blocks", "dtype", "seed"):
+        if key in data:
+            shown = " x ".join(map(str, data[key])) if isinstance(data[key], list) else data[key]
+            t.add_row(key, str(shown))
+    t.add_row("value", _value(result.value))
+    verdict = "[green]yes[/green]" if result.verified else "[red]NO[/red]"
+    t.add_row("verified", f"{verdict}: {result.verification}")
+    timings = result.timings
+    t.add_row("cluster start", _seconds(timings.get("cluster_start_s")))
+    t.add_row("build", _seconds(timings.get("build_s")))
+    t.add_row("compute", _seconds(timings.get("compute_s")))
+    t.add_row("total", _seconds(timings.get("total_s")))
+    bps = result.throughput.get("bytes_per_s")
+    eps = result.throughput.get("elements_per_s")
+    if bps:
+        t.add_row("throughput", f"{bps / 1e9:.2f} GB/s, {eps:.3g} elements/s")
+    t.add_row("dashboard", result.dashboard or "off")
+    return t
+
+
+def show(result: RunResult, console: Console | None = None) -> None:
+    """Print the table of a run."""
+    (console or Console()).print(table(result))
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def as_json(result: RunResult) -> str:
+    """The run as one JSON object (non-finite numbers become null)."""
+    return json.dumps(_finite(result.as_dict()), allow_nan=False, default=str)

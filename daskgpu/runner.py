@@ -1,0 +1,156 @@
+"""Run a pipeline on a client: build, compute (with a progress bar if asked), time, verify."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from daskgpu import backends, clusters, registry
+from daskgpu.backends import Backend
+from daskgpu.errors import ClusterError
+from daskgpu.registry import Pipeline
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced and measured; ``as_dict()`` is the ``--json`` document."""
+
+    pipeline: str
+    backend: str
+    devices: list[dict]
+    workers: list[dict]
+    params: dict
+    data: dict
+    value: Any
+    verified: bool
+    verification: str
+    timings: dict
+    throughput: dict
+    dashboard: str | None
+    notices: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def _json_ready(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_json_ready(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    return value
+
+
+def _workers(client) -> list[dict]:
+    info = client.scheduler_info(**backends._all_workers(client))
+    out = []
+    for address, w in sorted(info.get("workers", {}).items()):
+        out.append(
+            {
+                "address": address,
+                "name": str(w.get("name")),
+                "nthreads": w.get("nthreads"),
+                "memory_limit": w.get("memory_limit"),
+            }
+        )
+    return out
+
+
+def _default_client():
+    from distributed import get_client
+
+    try:
+        return get_client()
+    except ValueError:
+        raise ClusterError(
+            "no cluster to run on: use `with daskgpu.cluster() as client:` and pass client="
+        ) from None
+
+
+def run(
+    pipeline: str | Pipeline,
+    client=None,
+    backend: Backend | None = None,
+    progress: bool = False,
+    **params: Any,
+) -> RunResult:
+    """Build, compute and verify a pipeline on a cluster.
+
+    Parameters
+    ----------
+    pipeline : str or Pipeline
+        A registered name such as ``"mean-pipeline"``.
+    client : distributed.Client, optional
+        Where to compute (default: the current client).
+    backend : Backend, optional
+        Default: asked of the client's workers.
+    progress : bool
+        Show Dask's progress bar while computing (for terminals).
+    **params
+        Pipeline parameters; the rest take their defaults.
+
+    Returns
+    -------
+    RunResult
+        ``verified`` is False when the answer did not check out.
+    """
+    began = time.perf_counter()
+    spec = registry.get(pipeline) if isinstance(pipeline, str) else pipeline
+    client = client if client is not None else _default_client()
+    backend = backend if backend is not None else backends.detect(client)
+
+    resolved = spec.resolve(**params)
+    t0 = time.perf_counter()
+    workload = spec.workload(backend, **resolved)
+    t1 = time.perf_counter()
+    future = client.compute(workload.collection)
+    try:
+        if progress:
+            from distributed import progress as progress_bar
+
+            progress_bar(future)
+        raw = future.result()
+    finally:
+        future.release()
+    t2 = time.perf_counter()
+    value = backends.to_host(raw)
+    check = spec.verify(workload, value)
+    t3 = time.perf_counter()
+
+    meta = clusters.info(client)
+    start_s = meta.start_s if meta else None
+    compute_s = t2 - t1
+    timings = {
+        "cluster_start_s": start_s,
+        "build_s": t1 - t0,
+        "compute_s": compute_s,
+        "verify_s": t3 - t2,
+        "total_s": (t3 - began) + (start_s or 0.0),
+    }
+    return RunResult(
+        pipeline=spec.name,
+        backend=backend.name,
+        devices=[d.as_dict() for d in backend.devices],
+        workers=_workers(client),
+        params=_json_ready(resolved),
+        data=_json_ready(workload.description),
+        value=value,
+        verified=check.ok,
+        verification=check.detail,
+        timings=timings,
+        throughput={
+            "bytes_per_s": workload.nbytes / compute_s if compute_s > 0 else None,
+            "elements_per_s": workload.elements / compute_s if compute_s > 0 else None,
+        },
+        dashboard=meta.dashboard if meta else _client_dashboard(client),
+        notices=list(meta.notices) if meta else [],
+    )
+
+
+def _client_dashboard(client) -> str | None:
+    try:
+        return client.dashboard_link
+    except Exception:
+        return None

@@ -1,0 +1,110 @@
+"""mean-pipeline: the mean of a large array, random or read from a ``.npy``/Zarr input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from daskgpu import array_input, chunking, synthetic
+from daskgpu import config as daskgpu_config
+from daskgpu.params import Param, choice, chunks, non_negative_int, optional_path, positive_int
+from daskgpu.registry import Verification, Workload, pipeline
+
+CPU_DEFAULT_SIZE = 10_000
+# A random mean may sit this many standard errors from 0.5 before the run is called wrong;
+# a correct run fails it with probability about 2e-9.
+TOLERANCE_SE = 6.0
+# An input's mean, recomputed in float64, may differ by this much relative to mean(|x|).
+INPUT_RTOL = 1e-9
+
+
+def default_size(backend, itemsize: int) -> int:
+    """Side n of the default n x n array: a share of the GPUs' memory, or 10000 on CPU."""
+    if backend.is_gpu and backend.device_memory:
+        share = float(daskgpu_config.get("gpu.default-memory-fraction"))
+        return int(math.sqrt(share * backend.device_memory / itemsize))
+    return CPU_DEFAULT_SIZE
+
+
+def verify(workload: Workload, value) -> Verification:
+    """Random data: |mean - 0.5| within 6 standard errors; input data: recomputed with NumPy."""
+    ctx = workload.context
+    value = float(value)
+    source = ctx.get("source")
+    if source is None:
+        n = workload.elements
+        se = 1.0 / math.sqrt(12.0 * n)
+        off = abs(value - 0.5) / se
+        ok = off <= TOLERANCE_SE
+        return Verification(
+            ok,
+            f"uniform [0,1) mean {value:.8f} is {off:.2f} standard errors from 0.5 "
+            f"(limit {TOLERANCE_SE:g}, n={n})",
+        )
+    total, absolute, count = array_input.blockwise_sums(source)
+    expected = total / count
+    if math.isnan(expected) or math.isnan(value):
+        ok = math.isnan(expected) and math.isnan(value)
+        return Verification(ok, f"input holds NaN; independent NumPy mean is {expected}")
+    tolerance = INPUT_RTOL * max(absolute / count, np.finfo(np.float64).tiny)
+    ok = abs(value - expected) <= tolerance
+    return Verification(
+        ok,
+        f"independent NumPy recomputation {expected:.12g} vs {value:.12g} "
+        f"(tolerance {tolerance:.2g})",
+    )
+
+
+PARAMS = (
+    Param("size", positive_int, None, "n for an n x n random array "
+          "[default: a quarter of the GPUs' memory; 10000 on CPU]", "N"),
+    Param("chunks", chunks, "auto", "block size: auto (sized for the device), 1000, or "
+          "1000,5000 per axis", "auto|N[,M]"),
+    Param("dtype", choice(("float64", "float32")), "float64", "element type of random data",
+          "float64|float32", ("float64", "float32")),
+    Param("seed", non_negative_int, None, "random seed [default: fresh, reported]", "INT"),
+    Param("input", optional_path, None, "mean of this .npy file or Zarr array instead of "
+          "random data", "PATH"),
+)
+
+
+@pipeline(
+    "mean-pipeline",
+    "Mean of a large n x n random array (or of a .npy/Zarr input), verified",
+    PARAMS,
+    verify,
+)
+def prepare(backend, *, size, chunks, dtype, seed, input) -> Workload:
+    """Build the lazy mean of a random array, or of ``input``."""
+    if input is not None:
+        source = array_input.open_array(input)
+        block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
+        data = array_input.to_dask(source, block, backend)
+        described = {"source": input, "format": source.kind}
+        context = {"source": source}
+    else:
+        itemsize = np.dtype(dtype).itemsize
+        n = size or default_size(backend, itemsize)
+        shape = (n, n)
+        block = chunking.resolve_chunks(chunks, shape, itemsize, backend)
+        if seed is None:
+            seed = int(np.random.SeedSequence().generate_state(1)[0])
+        data = synthetic.uniform(shape, block, dtype, seed, backend)
+        described = {"source": "random uniform [0,1)", "seed": seed}
+        context = {}
+    # Every split_every level of the tree is a round trip between workers: keep the tree flat.
+    mean = data.mean(dtype=np.float64, split_every=min(64, max(4, data.npartitions)))
+    return Workload(
+        collection=mean,
+        elements=int(data.size),
+        nbytes=int(data.nbytes),
+        description={
+            **described,
+            "shape": list(data.shape),
+            "chunks": list(data.chunksize),
+            "blocks": data.npartitions,
+            "dtype": str(data.dtype),
+        },
+        context=context,
+    )

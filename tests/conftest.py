@@ -1,0 +1,93 @@
+"""Shared test set-up: markers, a CPU cluster, and made-up GPUs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+FAKE_NVML_DIR = pathlib.Path(__file__).resolve().parent / "fake_nvml"
+
+TWO_GPUS = {
+    "gpus": [
+        {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1a2b3c4d-0000-1111-2222-333344445555",
+         "memory_total": 80 * 2**30, "memory_free": 79 * 2**30, "pci_bus_id": "00000000:1B:00.0"},
+        {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-9f8e7d6c-0000-1111-2222-333344445555",
+         "memory_total": 80 * 2**30, "memory_free": 60 * 2**30, "pci_bus_id": "00000000:43:00.0"},
+    ]
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", help="run tests marked slow")
+
+
+def _real_gpu() -> bool:
+    if importlib.util.find_spec("cupy") is None or importlib.util.find_spec("dask_cuda") is None:
+        return False
+    from daskgpu import devices
+
+    return bool(devices.inventory().devices)
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_slow = pytest.mark.skip(reason="slow: run with --runslow")
+    has_gpu = None
+    for item in items:
+        if "slow" in item.keywords and not config.getoption("--runslow"):
+            item.add_marker(skip_slow)
+        if "gpu" in item.keywords:
+            if has_gpu is None:
+                has_gpu = _real_gpu()
+            if not has_gpu:
+                item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU with cupy+dask-cuda"))
+
+
+def fake_nvml_env(spec: dict) -> dict:
+    """Environment for a subprocess that should see the made-up GPUs in ``spec``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(FAKE_NVML_DIR), str(ROOT)])
+    env["DASKGPU_TEST_NVML"] = json.dumps(spec)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch):
+    """Install the fake ``pynvml``; call the returned function with a spec dict."""
+
+    def install(spec: dict):
+        monkeypatch.setenv("DASKGPU_TEST_NVML", json.dumps(spec))
+        monkeypatch.syspath_prepend(str(FAKE_NVML_DIR))
+        monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    return install
+
+
+@pytest.fixture(scope="session")
+def cpu_client():
+    """A real two-worker CPU LocalCluster shared by the tests that only compute on it."""
+    import daskgpu
+
+    with daskgpu.cluster(cpu=True, workers=2, threads_per_worker=1, dashboard=False) as client:
+        yield client
+
+
+def run_cli(*args, env=None, timeout=180, cwd=None):
+    """Run ``python cli.py ARGS`` in a subprocess; return the CompletedProcess."""
+    import subprocess
+
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=cwd or ROOT,
+    )
