@@ -96,7 +96,7 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
     options = {k: kwargs.pop(k) for k in _CLUSTER_KEYS}
     params = {k: v for k, v in kwargs.items() if v is not None}
     spec.resolve(**params)  # fail on a bad value before anything starts
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)  # a notice is one line, even when piped
     plan = clusters.plan(dashboard=dashboard, **options)
     if not quiet:
         for note in plan.notices:
@@ -200,7 +200,11 @@ def list_devices(as_json):
             str(d.index), d.name, d.uuid, f"{d.memory_total / 2**30:.1f} GiB",
             f"{d.memory_free / 2**30:.1f} GiB", d.pci_bus_id, migs or "-",
         )
-    Console().print(t)
+    console = Console()
+    if not console.is_terminal:  # piped: never cut the UUIDs and bus ids a user copies
+        wide = console.measure(t, options=console.options.update_width(10_000)).maximum
+        console = Console(width=max(console.width, wide))
+    console.print(t)
     if visible is not None:
         shown = devices.visible_devices(inv, visible)
         click.echo(

@@ -206,7 +206,7 @@ def parse_selection(text: str) -> list[int | str | tuple[int, int]]:
             if len(item) <= 4:
                 raise DeviceSelectionError(f"--gpus: {item!r} is an incomplete UUID")
             items.append(item[:4].upper() + item[4:])
-        elif item.isdigit():
+        elif item.isdecimal():
             items.append(int(item))
         elif (match := _RANGE.match(item)) is not None:
             first, last = int(match[1]), int(match[2])
@@ -263,7 +263,7 @@ def visible_devices(inv: Inventory, cuda_visible: str | None) -> list[Device]:
     out: list[Device] = []
     for raw in cuda_visible.split(","):
         entry = raw.strip()
-        if entry.isdigit() and int(entry) < len(inv.devices):
+        if entry.isdecimal() and int(entry) < len(inv.devices):
             dev = inv.devices[int(entry)]
         elif entry.upper().startswith(_UUID_PREFIXES):
             try:

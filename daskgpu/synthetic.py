@@ -14,21 +14,53 @@ in the client. NumPy functions dispatch to CuPy blocks through ``__array_functio
 from __future__ import annotations
 
 import importlib
+import math
 
 import dask.array as da
 import numpy as np
 
 
-def _uniform_block(block_info=None, seed=0, value_dtype="float64", library="numpy"):
-    info = block_info[None]
-    block_number = int(np.ravel_multi_index(info["chunk-location"], info["num-chunks"]))
-    xp = importlib.import_module(library)
+def _block_rng(library: str, seed: int, location, num_blocks):
+    """The generator of one block: the same for a block wherever and however it is computed."""
+    block_number = int(np.ravel_multi_index(location, num_blocks))
     seq = np.random.SeedSequence(seed, spawn_key=(block_number,))
     if library == "numpy":
-        rng = np.random.default_rng(seq)
-    else:  # CuPy's generator takes an integer seed
-        rng = xp.random.default_rng(int(seq.generate_state(2, np.uint64)[0]))
+        return np.random.default_rng(seq)
+    xp = importlib.import_module(library)  # CuPy's generator takes an integer seed
+    return xp.random.default_rng(int(seq.generate_state(1, np.uint64)[0]))
+
+
+def _uniform_block(block_info=None, seed=0, value_dtype="float64", library="numpy"):
+    info = block_info[None]
+    rng = _block_rng(library, seed, info["chunk-location"], info["num-chunks"])
     return rng.random(info["chunk-shape"], dtype=value_dtype)
+
+
+def _uniform_block_sum(block_info=None, seed=0, value_dtype="float64", library="numpy",
+                       chunks_of_data=(), stream_elements=2**20):
+    chunks = chunks_of_data
+    location = block_info[None]["chunk-location"]
+    num_blocks = tuple(len(c) for c in chunks)
+    rng = _block_rng(library, seed, location, num_blocks)
+    remaining = math.prod(c[i] for c, i in zip(chunks, location, strict=True))
+    ndim = len(chunks)
+    if library == "numpy":
+        # One small buffer, refilled: no page faults for a fresh block, and it stays in cache.
+        buffer = np.empty(min(remaining, stream_elements), dtype=value_dtype)
+        total = 0.0
+        while remaining:
+            part = buffer[: min(remaining, stream_elements)]
+            rng.random(out=part, dtype=value_dtype)
+            total += float(part.sum(dtype=np.float64))
+            remaining -= part.size
+        return np.full((1,) * ndim, total)
+    xp = importlib.import_module(library)
+    total = xp.zeros((), dtype=np.float64)
+    while remaining:
+        size = min(remaining, stream_elements)
+        total += rng.random(size, dtype=value_dtype).sum(dtype=np.float64)
+        remaining -= size
+    return total.reshape((1,) * ndim)
 
 
 def uniform(shape, chunks, dtype, seed: int, backend) -> da.Array:
@@ -54,3 +86,27 @@ def uniform(shape, chunks, dtype, seed: int, backend) -> da.Array:
         value_dtype=np.dtype(dtype).name,
         library=backend.array_library,
     )
+
+
+def uniform_mean(shape, chunks, dtype, seed: int, backend, stream_elements: int) -> da.Array:
+    """The lazy mean of :func:`uniform`'s array, without materialising its blocks.
+
+    Each task draws its block's values from the block's own generator in pieces of
+    ``stream_elements``, summing as it goes, so a block costs one small buffer instead of its
+    full size in memory (and on CPU no page faults). On NumPy the values are exactly those of
+    ``uniform(shape, chunks, dtype, seed, backend)``; only the summation order differs.
+    """
+    normalized = da.core.normalize_chunks(chunks, shape, dtype=dtype)
+    sums = da.map_blocks(
+        _uniform_block_sum,
+        chunks=tuple((1,) * len(c) for c in normalized),
+        dtype=np.float64,
+        meta=np.empty((0,) * len(shape), dtype=np.float64),
+        seed=seed,
+        value_dtype=np.dtype(dtype).name,
+        library=backend.array_library,
+        chunks_of_data=normalized,
+        stream_elements=stream_elements,
+    )
+    count = math.prod(shape)
+    return sums.sum(split_every=min(64, max(4, sums.npartitions))) / count

@@ -83,28 +83,35 @@ def prepare(backend, *, size, chunks, dtype, seed, input) -> Workload:
         data = array_input.to_dask(source, block, backend)
         described = {"source": input, "format": source.kind}
         context = {"source": source}
-    else:
+    else:  # random data, reduced as it is drawn: see synthetic.uniform_mean
         itemsize = np.dtype(dtype).itemsize
         n = size or default_size(backend, itemsize)
         shape = (n, n)
         block = chunking.resolve_chunks(chunks, shape, itemsize, backend)
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1)[0])
-        data = synthetic.uniform(shape, block, dtype, seed, backend)
-        described = {"source": "random uniform [0,1)", "seed": seed}
-        context = {}
+        stream = int(daskgpu_config.get(f"{backend.name}.stream-elements"))
+        mean = synthetic.uniform_mean(shape, block, dtype, seed, backend, stream)
+        return _workload(mean, shape, block, np.dtype(dtype),
+                         {"source": "random uniform [0,1)", "seed": seed}, {})
     # Every split_every level of the tree is a round trip between workers: keep the tree flat.
     mean = data.mean(dtype=np.float64, split_every=min(64, max(4, data.npartitions)))
+    return _workload(mean, source.shape, block, source.dtype, described, context)
+
+
+def _workload(mean, shape, block, dtype, described, context) -> Workload:
+    elements = math.prod(shape)
+    blocks = math.prod(math.ceil(n / b) for n, b in zip(shape, block, strict=True))
     return Workload(
         collection=mean,
-        elements=int(data.size),
-        nbytes=int(data.nbytes),
+        elements=elements,
+        nbytes=elements * dtype.itemsize,
         description={
             **described,
-            "shape": list(data.shape),
-            "chunks": list(data.chunksize),
-            "blocks": data.npartitions,
-            "dtype": str(data.dtype),
+            "shape": list(shape),
+            "chunks": list(block),
+            "blocks": blocks,
+            "dtype": str(dtype),
         },
         context=context,
     )

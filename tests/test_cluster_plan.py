@@ -1,0 +1,441 @@
+"""The cluster factory: which cluster the options ask for, starting it, and closing it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import urllib.request
+from urllib.parse import urlparse
+
+import dask
+import distributed
+import pytest
+from conftest import TWO_GPUS
+
+import daskgpu
+import daskgpu.backends
+from daskgpu import clusters, devices
+from daskgpu.errors import BackendUnavailable, ClusterError, DaskGPUError, DeviceSelectionError
+
+UUID0 = TWO_GPUS["gpus"][0]["uuid"]
+UUID1 = TWO_GPUS["gpus"][1]["uuid"]
+GPU_ONLY = ("CUDA_VISIBLE_DEVICES", "rmm_pool_size", "device_memory_limit", "protocol")
+
+
+@pytest.fixture
+def gpus(fake_nvml, monkeypatch):
+    """Two fake GPUs, and a GPU stack (cupy, dask_cuda) that pretends to be installed."""
+    fake_nvml(TWO_GPUS)
+    monkeypatch.setattr(daskgpu.backends, "gpu_stack_missing", lambda: [])
+    return devices.inventory()
+
+
+@pytest.fixture
+def no_gpu(fake_nvml):
+    fake_nvml({"error": "LibraryNotFound"})
+
+
+def _one_line(exc: BaseException) -> bool:
+    text = str(exc)
+    return bool(text.strip()) and "\n" not in text
+
+
+def _no_cuda_cluster():
+    raise AssertionError("a CPU or external plan must not start dask_cuda.LocalCUDACluster")
+
+
+# --------------------------------------------------------------------------------------------
+# GPU plans
+
+
+def test_gpu_plan_hands_each_worker_its_device_by_uuid(gpus):
+    p = clusters.plan(gpus="1,0", threads_per_worker=3)
+    assert p.kind == "gpu"
+    assert p.devices == [gpus.devices[1], gpus.devices[0]]
+    assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1, UUID0]
+    assert p.n_workers == p.options["n_workers"] == 2
+    assert p.threads_per_worker == p.options["threads_per_worker"] == 3
+    assert p.options["dashboard_address"] == "127.0.0.1:8787"
+    assert p.options["host"] == "127.0.0.1"
+    assert "rmm_pool_size" not in p.options
+    assert "device_memory_limit" not in p.options
+    assert p.options.get("protocol", "tcp") == "tcp"
+    assert p.notices == []
+
+
+def test_gpu_plan_one_gpu_and_default_threads(gpus):
+    p = clusters.plan(gpus=UUID1)
+    assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1]
+    assert p.n_workers == 1
+    assert p.options["threads_per_worker"] == 1
+
+
+def test_gpu_plan_passes_gpu_options_through_when_given(gpus):
+    p = clusters.plan(
+        gpus="0",
+        rmm_pool_size="2GB",
+        device_memory_limit=0.8,
+        protocol="ucx",
+        dashboard_address="127.0.0.1:9999",
+        host="10.0.0.5",
+        memory_limit="4GB",
+    )
+    assert p.options["rmm_pool_size"] == "2GB"
+    assert p.options["device_memory_limit"] == 0.8
+    assert p.options["protocol"] == "ucx"
+    assert p.options["dashboard_address"] == "127.0.0.1:9999"
+    assert p.options["host"] == "10.0.0.5"
+    assert p.options["memory_limit"] == "4GB"
+
+
+def test_gpu_plan_without_dashboard(gpus):
+    p = clusters.plan(gpus="0", dashboard=False, dashboard_address="127.0.0.1:9999")
+    assert p.options["dashboard_address"] is None
+
+
+def test_dashboard_default_comes_from_config(gpus):
+    with dask.config.set({"daskgpu.dashboard-address": "127.0.0.1:8999"}):
+        assert clusters.plan(gpus="0").options["dashboard_address"] == "127.0.0.1:8999"
+
+
+def test_gpu_plan_by_default_takes_every_gpu(gpus):
+    p = clusters.plan()
+    assert p.kind == "gpu"
+    assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID0, UUID1]
+    assert p.notices == []
+
+
+def test_gpu_plan_honours_preset_cuda_visible_devices(gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    p = clusters.plan(gpus="0")
+    assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1]
+    assert clusters.plan().options["CUDA_VISIBLE_DEVICES"] == [UUID1]
+
+
+def test_gpu_plan_uses_the_inventory_it_is_given(fake_nvml, monkeypatch):
+    fake_nvml(TWO_GPUS)
+    inv = devices.inventory()
+    fake_nvml({"error": "DriverNotLoaded"})  # reading NVML again would find nothing
+    monkeypatch.setattr(daskgpu.backends, "gpu_stack_missing", lambda: [])
+    p = clusters.plan(gpus="1", inventory=inv)
+    assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1]
+
+
+def test_gpu_plan_rejects_unknown_protocol(gpus):
+    with pytest.raises(ClusterError, match="tcp or ucx") as err:
+        clusters.plan(gpus="0", protocol="carrier-pigeon")
+    assert _one_line(err.value)
+
+
+def test_start_gpu_plan_gives_cluster_class_the_uuids(gpus, monkeypatch):
+    received: list[dict] = []
+
+    class RecordingCluster(distributed.LocalCluster):
+        """Records what a LocalCUDACluster would get; runs a small in-process CPU cluster."""
+
+        def __init__(self, **kwargs):
+            received.append(dict(kwargs))
+            for key in (*GPU_ONLY, "host"):
+                kwargs.pop(key, None)
+            super().__init__(processes=False, **kwargs)
+
+    monkeypatch.setattr(clusters, "_local_cuda_cluster_class", lambda: RecordingCluster)
+    p = clusters.plan(gpus="1,0", rmm_pool_size="1GB", device_memory_limit="10GB", dashboard=False)
+    with clusters.start(p) as client:
+        (kwargs,) = received
+        assert kwargs["CUDA_VISIBLE_DEVICES"] == [UUID1, UUID0]
+        assert kwargs["n_workers"] == 2
+        assert kwargs["threads_per_worker"] == 1
+        assert kwargs["rmm_pool_size"] == "1GB"
+        assert kwargs["device_memory_limit"] == "10GB"
+        assert kwargs["host"] == "127.0.0.1"
+        assert kwargs["dashboard_address"] is None
+        assert kwargs.get("protocol", "tcp") == "tcp"
+        assert len(client.scheduler_info()["workers"]) == 2
+        got = clusters.info(client)
+        assert got.kind == "gpu"
+        assert got.devices == [gpus.devices[1], gpus.devices[0]]
+        assert [d.uuid for d in got.devices] == [UUID1, UUID0]
+        assert got.start_s > 0
+        assert distributed.default_client() is client
+        assert client.submit(sum, [1, 2, 3]).result() == 6
+    assert client.status == "closed"
+
+
+# --------------------------------------------------------------------------------------------
+# Falling back to CPU, and a GPU stack that is not installed
+
+
+def test_no_gpu_falls_back_to_cpu_with_one_notice(no_gpu, monkeypatch):
+    monkeypatch.setattr(daskgpu.backends, "gpu_stack_missing", lambda: [])
+    p = clusters.plan()
+    assert p.kind == "cpu"
+    assert p.devices == []
+    (note,) = p.notices
+    assert "No GPU found" in note
+    assert "NVML library not found" in note
+    assert "\n" not in note
+    assert not any(key in p.options for key in GPU_ONLY)
+
+
+def test_gpus_without_gpu_stack_fall_back_with_install_hint(fake_nvml, monkeypatch):
+    fake_nvml(TWO_GPUS)
+    monkeypatch.setattr(daskgpu.backends, "gpu_stack_missing", lambda: ["cupy"])
+    p = clusters.plan()
+    assert p.kind == "cpu"
+    assert p.devices == []
+    (note,) = p.notices
+    assert "cupy" in note
+    assert "dask_cuda" not in note
+    assert "pip install" in note
+    assert daskgpu.backends.GPU_INSTALL_HINT in note
+    assert "CUDA_VISIBLE_DEVICES" not in p.options
+
+
+def test_asked_for_gpus_without_gpu_stack_is_an_error(fake_nvml, monkeypatch):
+    fake_nvml(TWO_GPUS)
+    monkeypatch.setattr(daskgpu.backends, "gpu_stack_missing", lambda: ["cupy"])
+    with pytest.raises(BackendUnavailable) as err:
+        clusters.plan(gpus="0")
+    message = str(err.value)
+    assert "pip install" in message
+    assert "cupy" in message
+    assert _one_line(err.value)
+
+
+def test_gpus_on_machine_without_gpu_suggests_cpu(no_gpu):
+    with pytest.raises(DeviceSelectionError) as err:
+        clusters.plan(gpus="0")
+    assert "--cpu" in str(err.value)
+    assert "NVML library not found" in str(err.value)
+    assert _one_line(err.value)
+
+
+def test_cpu_plan_never_reads_nvml(monkeypatch):
+    def forbidden():
+        raise AssertionError("--cpu must not query NVML")
+
+    monkeypatch.setattr(devices, "inventory", forbidden)
+    p = clusters.plan(cpu=True)
+    assert p.kind == "cpu"
+    assert p.notices == []
+
+
+# --------------------------------------------------------------------------------------------
+# Contradictory or impossible options
+
+
+def _error_cases(tmp_path):
+    existing = tmp_path / "scheduler.json"
+    existing.write_text("{}")
+    address = "tcp://127.0.0.1:8786"
+    return {
+        "gpus-and-cpu": (dict(gpus="0", cpu=True), ClusterError, "--cpu"),
+        "gpus-and-scheduler": (
+            dict(gpus="0", scheduler_address=address),
+            ClusterError,
+            "existing scheduler",
+        ),
+        "gpus-and-scheduler-file": (
+            dict(gpus="0", scheduler_file=str(existing)),
+            ClusterError,
+            "existing scheduler",
+        ),
+        "cpu-and-scheduler": (
+            dict(cpu=True, scheduler_address=address),
+            ClusterError,
+            "existing scheduler",
+        ),
+        "workers-and-scheduler": (
+            dict(workers=2, scheduler_address=address),
+            ClusterError,
+            "existing scheduler",
+        ),
+        "address-and-file": (
+            dict(scheduler_address=address, scheduler_file=str(existing)),
+            ClusterError,
+            "not both",
+        ),
+        "missing-file": (
+            dict(scheduler_file=str(tmp_path / "missing.json")),
+            ClusterError,
+            "no such file",
+        ),
+        "workers-vs-gpus": (dict(gpus="0,1", workers=3), ClusterError, "one worker per GPU"),
+        "zero-workers": (dict(workers=0), ClusterError, "--workers 0"),
+        "zero-workers-cpu": (dict(cpu=True, workers=0), ClusterError, "--workers 0"),
+        "zero-threads": (dict(threads_per_worker=0), ClusterError, "--threads-per-worker 0"),
+        "negative-threads": (
+            dict(cpu=True, threads_per_worker=-2),
+            ClusterError,
+            "--threads-per-worker -2",
+        ),
+        "rmm-on-cpu": (dict(cpu=True, rmm_pool_size="1GB"), ClusterError, "--rmm-pool-size"),
+        "device-limit-on-cpu": (
+            dict(cpu=True, device_memory_limit="1GB"),
+            ClusterError,
+            "--device-memory-limit",
+        ),
+        "gpu-out-of-range": (dict(gpus="2"), DeviceSelectionError, "out of range"),
+        "bad-gpus-syntax": (dict(gpus="0,,1"), DeviceSelectionError, "empty item"),
+    }
+
+
+ERROR_IDS = list(_error_cases.__code__.co_consts[-1] if False else []) or [
+    "gpus-and-cpu",
+    "gpus-and-scheduler",
+    "gpus-and-scheduler-file",
+    "cpu-and-scheduler",
+    "workers-and-scheduler",
+    "address-and-file",
+    "missing-file",
+    "workers-vs-gpus",
+    "zero-workers",
+    "zero-workers-cpu",
+    "zero-threads",
+    "negative-threads",
+    "rmm-on-cpu",
+    "device-limit-on-cpu",
+    "gpu-out-of-range",
+    "bad-gpus-syntax",
+]
+
+
+@pytest.mark.parametrize("case", ERROR_IDS)
+def test_plan_rejects_with_one_line(gpus, tmp_path, case):
+    kwargs, error, fragment = _error_cases(tmp_path)[case]
+    with pytest.raises(error) as err:
+        clusters.plan(**kwargs)
+    assert isinstance(err.value, DaskGPUError)
+    assert err.value.exit_code == 2
+    assert fragment in str(err.value)
+    assert _one_line(err.value)
+
+
+def test_error_cases_are_all_tested(tmp_path):
+    assert sorted(_error_cases(tmp_path)) == sorted(ERROR_IDS)
+
+
+def test_rmm_pool_without_gpu_is_an_error_not_ignored(no_gpu):
+    with pytest.raises(ClusterError, match="--rmm-pool-size"):
+        clusters.plan(rmm_pool_size="1GB")
+
+
+def test_external_plans(tmp_path, monkeypatch):
+    monkeypatch.setattr(devices, "inventory", lambda: pytest.fail("must not query NVML"))
+    p = clusters.plan(scheduler_address="tcp://10.1.2.3:8786")
+    assert p.kind == "external"
+    assert p.options == {"address": "tcp://10.1.2.3:8786"}
+    path = tmp_path / "scheduler.json"
+    path.write_text("{}")
+    p = clusters.plan(scheduler_file=str(path))
+    assert p.kind == "external"
+    assert p.options == {"scheduler_file": str(path)}
+
+
+# --------------------------------------------------------------------------------------------
+# CPU layout
+
+
+@pytest.mark.parametrize("cores", [None, 1, 6, 8, 13])
+def test_cpu_layout(monkeypatch, cores):
+    if cores is not None:
+        monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    n = os.cpu_count()
+
+    p = clusters.plan(cpu=True, workers=2)
+    assert (p.n_workers, p.threads_per_worker) == (2, max(1, n // 2))
+    assert p.options["n_workers"] == 2
+    assert p.options["threads_per_worker"] == max(1, n // 2)
+
+    p = clusters.plan(cpu=True, threads_per_worker=1)
+    assert (p.n_workers, p.threads_per_worker) == (n, 1)
+    assert p.options["n_workers"] == n
+
+    p = clusters.plan(cpu=True)
+    assert p.n_workers * p.threads_per_worker == n
+    assert p.options["n_workers"] * p.options["threads_per_worker"] == n
+
+    p = clusters.plan(cpu=True, workers=3, threads_per_worker=2)
+    assert (p.options["n_workers"], p.options["threads_per_worker"]) == (3, 2)
+
+
+def test_cpu_layout_follows_threads_per_worker_setting(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    with dask.config.set({"daskgpu.cpu.threads-per-worker": 2}):
+        p = clusters.plan(cpu=True)
+    assert (p.n_workers, p.threads_per_worker) == (4, 2)
+
+
+def test_cpu_plan_options(monkeypatch):
+    p = clusters.plan(cpu=True, workers=1, threads_per_worker=1)
+    assert p.options["dashboard_address"] == "127.0.0.1:8787"
+    assert p.options["host"] == "127.0.0.1"
+    assert p.options["memory_limit"] == "auto"
+    assert not any(key in p.options for key in GPU_ONLY)
+    assert clusters.plan(cpu=True, dashboard=False).options["dashboard_address"] is None
+
+
+# --------------------------------------------------------------------------------------------
+# Real CPU clusters
+
+
+def test_real_cpu_cluster(monkeypatch):
+    monkeypatch.setattr(clusters, "_local_cuda_cluster_class", _no_cuda_cluster)
+    with daskgpu.cluster(
+        cpu=True, workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0"
+    ) as client:
+        workers = client.scheduler_info()["workers"]
+        assert len(workers) == 2
+        assert [w["nthreads"] for w in workers.values()] == [1, 1]
+        got = clusters.info(client)
+        assert got.kind == "cpu"
+        assert got.devices == []
+        assert got.start_s > 0
+        assert got.dashboard.startswith("http://127.0.0.1:")
+        assert got.notices == []
+        assert distributed.default_client() is client
+        assert client.submit(sum, [1, 2, 3]).result() == 6
+        local = client.cluster
+    assert client.status == "closed"
+    assert local.status.name == "closed"
+    assert clusters.info(object.__new__(distributed.Client)) is None
+
+
+def test_busy_dashboard_port_moves_and_says_so(monkeypatch):
+    monkeypatch.setattr(clusters, "_local_cuda_cluster_class", _no_cuda_cluster)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with daskgpu.cluster(
+            cpu=True, workers=1, threads_per_worker=1, dashboard_address=f"127.0.0.1:{port}"
+        ) as client:
+            got = clusters.info(client)
+            link = urlparse(got.dashboard)
+            assert link.scheme == "http"
+            assert link.hostname == "127.0.0.1"
+            assert link.port is not None and link.port != port
+            with urllib.request.urlopen(got.dashboard, timeout=30) as response:
+                assert response.status == 200
+            busy_notes = [n for n in got.notices if str(port) in n]
+            assert len(busy_notes) == 1
+            assert "busy" in busy_notes[0]
+            assert str(link.port) in busy_notes[0]
+            assert "\n" not in busy_notes[0]
+    assert client.status == "closed"
+
+
+def test_unreachable_scheduler_fails_fast(monkeypatch):
+    monkeypatch.setattr(clusters, "_local_cuda_cluster_class", _no_cuda_cluster)
+    began = time.perf_counter()
+    with dask.config.set({"daskgpu.scheduler.connect-timeout": "2s"}):
+        with pytest.raises(ClusterError) as err:
+            with daskgpu.cluster(scheduler_address="tcp://127.0.0.1:9"):
+                pytest.fail("connected to a scheduler that is not there")
+    assert time.perf_counter() - began < 20
+    message = str(err.value)
+    assert "tcp://127.0.0.1:9" in message
+    assert "2s" in message
+    assert _one_line(err.value)

@@ -1,0 +1,65 @@
+"""Real GPU runs (skipped where no GPU with cupy and dask-cuda is found).
+
+The same behaviour is covered on CPU by test_mean_pipeline, test_cluster_plan and test_cli.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import daskgpu
+from daskgpu import backends, devices
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def gpu_client():
+    with daskgpu.cluster(gpus="0", dashboard=False) as client:
+        yield client
+
+
+def test_mean_pipeline_on_gpu_is_verified(gpu_client):
+    result = daskgpu.run("mean-pipeline", client=gpu_client, size=8000, seed=3)
+    assert result.backend == "gpu" and result.verified, result.verification
+    first = devices.select("0", devices.inventory())[0]
+    assert [d["uuid"] for d in result.devices] == [first.uuid]
+    assert len(result.workers) == 1
+
+
+def test_gpu_blocks_are_cupy_and_uniform(gpu_client):
+    import cupy
+
+    backend = backends.detect(gpu_client)
+    from daskgpu import synthetic
+
+    arr = synthetic.uniform((1000, 1000), (500, 1000), "float32", 1, backend)
+    block = gpu_client.compute(arr.blocks[0, 0]).result()
+    assert isinstance(block, cupy.ndarray) and block.dtype == np.float32
+    assert 0 <= float(block.min()) and float(block.max()) < 1
+
+
+def test_npy_input_matches_cpu(gpu_client, cpu_client, tmp_path):
+    values = np.random.default_rng(1).normal(size=(2000, 500))
+    path = tmp_path / "x.npy"
+    np.save(path, values)
+    on_gpu = daskgpu.run("mean-pipeline", client=gpu_client, input=str(path))
+    on_cpu = daskgpu.run("mean-pipeline", client=cpu_client, input=str(path))
+    assert on_gpu.verified and on_gpu.backend == "gpu"
+    assert on_gpu.value == pytest.approx(on_cpu.value, rel=1e-9, abs=1e-12)
+
+
+def test_client_process_holds_no_cuda_context(gpu_client):
+    import pynvml
+
+    daskgpu.run("mean-pipeline", client=gpu_client, size=2000)
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        pids = {p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+    finally:
+        pynvml.nvmlShutdown()
+    assert os.getpid() not in pids
