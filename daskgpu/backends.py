@@ -142,8 +142,7 @@ def detect(client) -> Backend:
     ClusterError
         When there are no workers, or some have GPUs and some do not.
     """
-    info = client.scheduler_info(**_all_workers(client))
-    workers = info.get("workers", {})
+    workers = scheduler_workers(client)
     if not workers:
         raise ClusterError("the cluster has no workers; start some with `dask worker ADDRESS`")
     reports = client.run(worker_report)
@@ -160,9 +159,13 @@ def detect(client) -> Backend:
     return get("cpu", (), len(reports), threads)
 
 
-def _all_workers(client) -> dict:
-    """Newer distributed lists only some workers in ``scheduler_info`` unless asked for all."""
+def scheduler_workers(client) -> dict:
+    """Every worker the scheduler knows, by address.
+
+    Newer distributed lists only some workers in ``scheduler_info`` unless asked for all.
+    """
     import inspect
 
     takes = "n_workers" in inspect.signature(client.scheduler_info).parameters
-    return {"n_workers": -1} if takes else {}
+    info = client.scheduler_info(n_workers=-1) if takes else client.scheduler_info()
+    return info.get("workers", {})

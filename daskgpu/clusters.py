@@ -105,11 +105,12 @@ def plan(
         return _plan_external(gpus, cpu, workers, scheduler_address, scheduler_file)
     if dashboard_address is None:
         dashboard_address = daskgpu_config.get("dashboard-address")
-    common = {
-        "dashboard_address": dashboard_address if dashboard else None,
-        "host": host,
-        "memory_limit": memory_limit,
-    }
+    common = {"dashboard_address": dashboard_address, "host": host, "memory_limit": memory_limit}
+    if not dashboard:
+        # The scheduler serves HTTP (health, metrics) even without a dashboard: keep that on a
+        # free port of the same host rather than trying 8787.
+        common["dashboard_address"] = None
+        common["scheduler_kwargs"] = {"dashboard": False, "dashboard_address": f"{host}:0"}
     gpu_only = {"rmm_pool_size": rmm_pool_size, "device_memory_limit": device_memory_limit}
     if cpu:
         return _plan_cpu(workers, threads_per_worker, common, gpu_only, [])
@@ -123,6 +124,12 @@ def plan(
             note = (
                 f"GPUs found, but {' and '.join(missing)} not installed; running on CPU "
                 f"workers (for the GPUs: {backends.GPU_INSTALL_HINT})."
+            )
+            return _plan_cpu(workers, threads_per_worker, common, gpu_only, [note])
+        if not devices.visible_devices(inv, os.environ.get("CUDA_VISIBLE_DEVICES")):
+            note = (
+                f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} hides every GPU; "
+                "running on CPU workers."
             )
             return _plan_cpu(workers, threads_per_worker, common, gpu_only, [note])
         gpus = "all"
@@ -244,11 +251,12 @@ def start(p: ClusterPlan) -> Iterator:
             cluster = _start_local(p)
             client = Client(cluster, set_as_default=False)
             client.wait_for_workers(p.n_workers)
+        serves_dashboard = p.kind == "external" or p.options.get("dashboard_address")
         _INFO[client] = ClusterInfo(
             kind=p.kind,
             devices=list(p.devices),
             start_s=time.perf_counter() - began,
-            dashboard=_dashboard_link(client),
+            dashboard=dashboard_link(client) if serves_dashboard else None,
             notices=p.notices,
         )
         with client.as_current():
@@ -257,7 +265,8 @@ def start(p: ClusterPlan) -> Iterator:
         _close(client, cluster)
 
 
-def _dashboard_link(client) -> str | None:
+def dashboard_link(client) -> str | None:
+    """The link of the dashboard the client's scheduler really serves, or None."""
     try:
         return client.dashboard_link
     except Exception:  # no dashboard (disabled, or bokeh missing on the scheduler)

@@ -16,6 +16,7 @@ from daskgpu.errors import DeviceSelectionError
 
 _UUID_PREFIXES = ("GPU-", "MIG-")
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
+_MAX_INDEX_DIGITS = 6
 _SYNTAX_HELP = "use indices (0,1), a range (0-3), GPU-/MIG- UUIDs, or 'all'"
 
 
@@ -207,9 +208,9 @@ def parse_selection(text: str) -> list[int | str | tuple[int, int]]:
                 raise DeviceSelectionError(f"--gpus: {item!r} is an incomplete UUID")
             items.append(item[:4].upper() + item[4:])
         elif item.isdecimal():
-            items.append(int(item))
+            items.append(_index(item))
         elif (match := _RANGE.match(item)) is not None:
-            first, last = int(match[1]), int(match[2])
+            first, last = _index(match[1]), _index(match[2])
             if first > last:
                 raise DeviceSelectionError(
                     f"--gpus: range {item!r} runs backwards; write {last}-{first}"
@@ -226,6 +227,12 @@ def parse_selection(text: str) -> list[int | str | tuple[int, int]]:
                 f"--gpus: {item!r} is not a GPU index, range or UUID; {_SYNTAX_HELP}"
             )
     return items
+
+
+def _index(digits: str) -> int:
+    if len(digits) > _MAX_INDEX_DIGITS:
+        raise DeviceSelectionError(f"--gpus: GPU index {digits[:12]}... is too large")
+    return int(digits)
 
 
 def _match_uuid(prefix: str, candidates: list[Device]) -> Device | None:
@@ -263,7 +270,7 @@ def visible_devices(inv: Inventory, cuda_visible: str | None) -> list[Device]:
     out: list[Device] = []
     for raw in cuda_visible.split(","):
         entry = raw.strip()
-        if entry.isdecimal() and int(entry) < len(inv.devices):
+        if entry.isdecimal() and len(entry) <= _MAX_INDEX_DIGITS and int(entry) < len(inv.devices):
             dev = inv.devices[int(entry)]
         elif entry.upper().startswith(_UUID_PREFIXES):
             try:
@@ -319,7 +326,7 @@ def select(
         cuda_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if not inv.devices:
         raise DeviceSelectionError(
-            f"--gpus {text}: no GPU found ({inv.reason}); use --cpu to run on CPU workers"
+            f"--gpus {text!r}: no GPU found ({inv.reason}); use --cpu to run on CPU workers"
         )
     visible = visible_devices(inv, cuda_visible)
     scope = (
@@ -329,7 +336,7 @@ def select(
     )
     if not visible:
         raise DeviceSelectionError(
-            f"--gpus {text}: CUDA_VISIBLE_DEVICES={cuda_visible!r} hides every GPU; "
+            f"--gpus {text!r}: CUDA_VISIBLE_DEVICES={cuda_visible!r} hides every GPU; "
             "unset it or list GPUs in it"
         )
     chosen: list[Device] = []
@@ -345,7 +352,7 @@ def select(
         for dev in picks:
             if dev in chosen:
                 raise DeviceSelectionError(
-                    f"--gpus {text}: device {visible.index(dev) if dev in visible else dev.uuid}"
+                    f"--gpus {text!r}: device {visible.index(dev) if dev in visible else dev.uuid}"
                     f" ({dev.uuid}) is selected twice"
                 )
             chosen.append(dev)

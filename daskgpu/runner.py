@@ -44,9 +44,9 @@ def _json_ready(value: Any) -> Any:
 
 
 def _workers(client) -> list[dict]:
-    info = client.scheduler_info(**backends._all_workers(client))
+    info = backends.scheduler_workers(client)
     out = []
-    for address, w in sorted(info.get("workers", {}).items()):
+    for address, w in sorted(info.items()):
         out.append(
             {
                 "address": address,
@@ -106,16 +106,19 @@ def run(
     workload = spec.workload(backend, **resolved)
     t1 = time.perf_counter()
     future = client.compute(workload.collection)
+    if backend.is_gpu:
+        # Move the result to host memory on the worker: unpickling a device array here would
+        # create a CUDA context in the client.
+        future = client.submit(backends.to_host, future, pure=False)
     try:
         if progress:
             from distributed import progress as progress_bar
 
             progress_bar(future)
-        raw = future.result()
+        value = backends.to_host(future.result())
     finally:
         future.release()
     t2 = time.perf_counter()
-    value = backends.to_host(raw)
     check = spec.verify(workload, value)
     t3 = time.perf_counter()
 
@@ -144,13 +147,6 @@ def run(
             "bytes_per_s": workload.nbytes / compute_s if compute_s > 0 else None,
             "elements_per_s": workload.elements / compute_s if compute_s > 0 else None,
         },
-        dashboard=meta.dashboard if meta else _client_dashboard(client),
+        dashboard=meta.dashboard if meta else clusters.dashboard_link(client),
         notices=list(meta.notices) if meta else [],
     )
-
-
-def _client_dashboard(client) -> str | None:
-    try:
-        return client.dashboard_link
-    except Exception:
-        return None

@@ -43,7 +43,6 @@ def _uniform_block_sum(block_info=None, seed=0, value_dtype="float64", library="
     num_blocks = tuple(len(c) for c in chunks)
     rng = _block_rng(library, seed, location, num_blocks)
     remaining = math.prod(c[i] for c, i in zip(chunks, location, strict=True))
-    ndim = len(chunks)
     if library == "numpy":
         # One small buffer, refilled: no page faults for a fresh block, and it stays in cache.
         buffer = np.empty(min(remaining, stream_elements), dtype=value_dtype)
@@ -53,14 +52,15 @@ def _uniform_block_sum(block_info=None, seed=0, value_dtype="float64", library="
             rng.random(out=part, dtype=value_dtype)
             total += float(part.sum(dtype=np.float64))
             remaining -= part.size
-        return np.full((1,) * ndim, total)
-    xp = importlib.import_module(library)
-    total = xp.zeros((), dtype=np.float64)
-    while remaining:
-        size = min(remaining, stream_elements)
-        total += rng.random(size, dtype=value_dtype).sum(dtype=np.float64)
-        remaining -= size
-    return total.reshape((1,) * ndim)
+    else:
+        xp = importlib.import_module(library)
+        on_device = xp.zeros((), dtype=np.float64)
+        while remaining:
+            size = min(remaining, stream_elements)
+            on_device += rng.random(size, dtype=value_dtype).sum(dtype=np.float64)
+            remaining -= size
+        total = float(on_device)  # the sum goes to the host: see daskgpu.reductions
+    return np.full((1,) * len(chunks), total)
 
 
 def uniform(shape, chunks, dtype, seed: int, backend) -> da.Array:
@@ -88,16 +88,17 @@ def uniform(shape, chunks, dtype, seed: int, backend) -> da.Array:
     )
 
 
-def uniform_mean(shape, chunks, dtype, seed: int, backend, stream_elements: int) -> da.Array:
-    """The lazy mean of :func:`uniform`'s array, without materialising its blocks.
+def uniform_block_sums(shape, chunks, dtype, seed: int, backend, stream_elements: int):
+    """Per-block sums of :func:`uniform`'s array, without materialising its blocks.
 
     Each task draws its block's values from the block's own generator in pieces of
     ``stream_elements``, summing as it goes, so a block costs one small buffer instead of its
     full size in memory (and on CPU no page faults). On NumPy the values are exactly those of
     ``uniform(shape, chunks, dtype, seed, backend)``; only the summation order differs.
+    Finish with :func:`daskgpu.reductions.mean_from_sums`.
     """
     normalized = da.core.normalize_chunks(chunks, shape, dtype=dtype)
-    sums = da.map_blocks(
+    return da.map_blocks(
         _uniform_block_sum,
         chunks=tuple((1,) * len(c) for c in normalized),
         dtype=np.float64,
@@ -108,5 +109,3 @@ def uniform_mean(shape, chunks, dtype, seed: int, backend, stream_elements: int)
         chunks_of_data=normalized,
         stream_elements=stream_elements,
     )
-    count = math.prod(shape)
-    return sums.sum(split_every=min(64, max(4, sums.npartitions))) / count

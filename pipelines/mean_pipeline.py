@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from daskgpu import array_input, chunking, synthetic
+from daskgpu import array_input, chunking, reductions, synthetic
 from daskgpu import config as daskgpu_config
 from daskgpu.params import Param, choice, chunks, non_negative_int, optional_path, positive_int
 from daskgpu.registry import Verification, Workload, pipeline
@@ -78,25 +78,31 @@ PARAMS = (
 def prepare(backend, *, size, chunks, dtype, seed, input) -> Workload:
     """Build the lazy mean of a random array, or of ``input``."""
     if input is not None:
-        source = array_input.open_array(input)
-        block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
-        data = array_input.to_dask(source, block, backend)
-        described = {"source": input, "format": source.kind}
-        context = {"source": source}
-    else:  # random data, reduced as it is drawn: see synthetic.uniform_mean
-        itemsize = np.dtype(dtype).itemsize
-        n = size or default_size(backend, itemsize)
-        shape = (n, n)
-        block = chunking.resolve_chunks(chunks, shape, itemsize, backend)
-        if seed is None:
-            seed = int(np.random.SeedSequence().generate_state(1)[0])
-        stream = int(daskgpu_config.get(f"{backend.name}.stream-elements"))
-        mean = synthetic.uniform_mean(shape, block, dtype, seed, backend, stream)
-        return _workload(mean, shape, block, np.dtype(dtype),
-                         {"source": "random uniform [0,1)", "seed": seed}, {})
-    # Every split_every level of the tree is a round trip between workers: keep the tree flat.
-    mean = data.mean(dtype=np.float64, split_every=min(64, max(4, data.npartitions)))
-    return _workload(mean, source.shape, block, source.dtype, described, context)
+        return _input_workload(backend, input, chunks)
+    return _random_workload(backend, size, chunks, dtype, seed)
+
+
+def _input_workload(backend, path, chunks) -> Workload:
+    source = array_input.open_array(path)
+    block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
+    mean = reductions.mean(array_input.to_dask(source, block, backend))
+    described = {"source": path, "format": source.kind}
+    return _workload(mean, source.shape, block, source.dtype, described, {"source": source})
+
+
+def _random_workload(backend, size, chunks, dtype, seed) -> Workload:
+    # Random data is reduced as it is drawn: see synthetic.uniform_block_sums.
+    dtype = np.dtype(dtype)
+    n = size or default_size(backend, dtype.itemsize)
+    shape = (n, n)
+    block = chunking.resolve_chunks(chunks, shape, dtype.itemsize, backend)
+    if seed is None:
+        seed = int(np.random.SeedSequence().generate_state(1)[0])
+    stream = int(daskgpu_config.get(f"{backend.name}.stream-elements"))
+    sums = synthetic.uniform_block_sums(shape, block, dtype, seed, backend, stream)
+    mean = reductions.mean_from_sums(sums, math.prod(shape))
+    described = {"source": "random uniform [0,1)", "seed": seed}
+    return _workload(mean, shape, block, dtype, described, {})
 
 
 def _workload(mean, shape, block, dtype, described, context) -> Workload:

@@ -63,9 +63,12 @@ def fake_nvml(monkeypatch):
 
     def install(spec: dict):
         monkeypatch.setenv("DASKGPU_TEST_NVML", json.dumps(spec))
-        monkeypatch.syspath_prepend(str(FAKE_NVML_DIR))
-        monkeypatch.delitem(sys.modules, "pynvml", raising=False)
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        # setitem (not an import) so that the real pynvml is back in sys.modules afterwards
+        loader = importlib.util.spec_from_file_location("pynvml", FAKE_NVML_DIR / "pynvml.py")
+        fake = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(fake)
+        monkeypatch.setitem(sys.modules, "pynvml", fake)
 
     return install
 

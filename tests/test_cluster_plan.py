@@ -128,22 +128,31 @@ def test_gpu_plan_rejects_unknown_protocol(gpus):
     assert _one_line(err.value)
 
 
-def test_start_gpu_plan_gives_cluster_class_the_uuids(gpus, monkeypatch):
-    received: list[dict] = []
+@pytest.fixture
+def recording_cluster(monkeypatch):
+    """Make GPU plans start a small in-process LocalCluster recording what it was given."""
 
     class RecordingCluster(distributed.LocalCluster):
         """Records what a LocalCUDACluster would get; runs a small in-process CPU cluster."""
 
+        received: list[dict] = []
+        made: list[distributed.LocalCluster] = []
+
         def __init__(self, **kwargs):
-            received.append(dict(kwargs))
+            self.received.append(dict(kwargs))
             for key in (*GPU_ONLY, "host"):
                 kwargs.pop(key, None)
             super().__init__(processes=False, **kwargs)
+            self.made.append(self)
 
     monkeypatch.setattr(clusters, "_local_cuda_cluster_class", lambda: RecordingCluster)
+    return RecordingCluster
+
+
+def test_start_gpu_plan_gives_cluster_class_the_uuids(gpus, recording_cluster):
     p = clusters.plan(gpus="1,0", rmm_pool_size="1GB", device_memory_limit="10GB", dashboard=False)
     with clusters.start(p) as client:
-        (kwargs,) = received
+        (kwargs,) = recording_cluster.received
         assert kwargs["CUDA_VISIBLE_DEVICES"] == [UUID1, UUID0]
         assert kwargs["n_workers"] == 2
         assert kwargs["threads_per_worker"] == 1
@@ -158,9 +167,32 @@ def test_start_gpu_plan_gives_cluster_class_the_uuids(gpus, monkeypatch):
         assert got.devices == [gpus.devices[1], gpus.devices[0]]
         assert [d.uuid for d in got.devices] == [UUID1, UUID0]
         assert got.start_s > 0
+        assert got.dashboard is None
+        assert got.notices == []
         assert distributed.default_client() is client
         assert client.submit(sum, [1, 2, 3]).result() == 6
     assert client.status == "closed"
+    (made,) = recording_cluster.made
+    assert made.status.name == "closed"
+
+
+def test_start_closes_everything_when_the_run_fails(gpus, recording_cluster, monkeypatch):
+    closed = []
+    real_close = distributed.Client.close
+
+    def recording_close(self, *args, **kwargs):
+        closed.append(self)
+        return real_close(self, *args, **kwargs)
+
+    monkeypatch.setattr(distributed.Client, "close", recording_close)
+    with pytest.raises(RuntimeError, match="boom"):
+        with clusters.start(clusters.plan(gpus="0", dashboard=False)) as client:
+            raise RuntimeError("boom")
+    # (other, garbage-collected clients may close meanwhile: look for this one)
+    assert any(c is client for c in closed)
+    assert client.status == "closed"
+    (made,) = recording_cluster.made
+    assert made.status.name == "closed"
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,95 +258,81 @@ def test_cpu_plan_never_reads_nvml(monkeypatch):
 # Contradictory or impossible options
 
 
-def _error_cases(tmp_path):
-    existing = tmp_path / "scheduler.json"
-    existing.write_text("{}")
-    address = "tcp://127.0.0.1:8786"
-    return {
-        "gpus-and-cpu": (dict(gpus="0", cpu=True), ClusterError, "--cpu"),
-        "gpus-and-scheduler": (
-            dict(gpus="0", scheduler_address=address),
-            ClusterError,
-            "existing scheduler",
-        ),
-        "gpus-and-scheduler-file": (
-            dict(gpus="0", scheduler_file=str(existing)),
-            ClusterError,
-            "existing scheduler",
-        ),
-        "cpu-and-scheduler": (
-            dict(cpu=True, scheduler_address=address),
-            ClusterError,
-            "existing scheduler",
-        ),
-        "workers-and-scheduler": (
-            dict(workers=2, scheduler_address=address),
-            ClusterError,
-            "existing scheduler",
-        ),
-        "address-and-file": (
-            dict(scheduler_address=address, scheduler_file=str(existing)),
-            ClusterError,
-            "not both",
-        ),
-        "missing-file": (
-            dict(scheduler_file=str(tmp_path / "missing.json")),
-            ClusterError,
-            "no such file",
-        ),
-        "workers-vs-gpus": (dict(gpus="0,1", workers=3), ClusterError, "one worker per GPU"),
-        "zero-workers": (dict(workers=0), ClusterError, "--workers 0"),
-        "zero-workers-cpu": (dict(cpu=True, workers=0), ClusterError, "--workers 0"),
-        "zero-threads": (dict(threads_per_worker=0), ClusterError, "--threads-per-worker 0"),
-        "negative-threads": (
-            dict(cpu=True, threads_per_worker=-2),
-            ClusterError,
-            "--threads-per-worker -2",
-        ),
-        "rmm-on-cpu": (dict(cpu=True, rmm_pool_size="1GB"), ClusterError, "--rmm-pool-size"),
-        "device-limit-on-cpu": (
-            dict(cpu=True, device_memory_limit="1GB"),
-            ClusterError,
-            "--device-memory-limit",
-        ),
-        "gpu-out-of-range": (dict(gpus="2"), DeviceSelectionError, "out of range"),
-        "bad-gpus-syntax": (dict(gpus="0,,1"), DeviceSelectionError, "empty item"),
-    }
-
-
-ERROR_IDS = list(_error_cases.__code__.co_consts[-1] if False else []) or [
-    "gpus-and-cpu",
-    "gpus-and-scheduler",
-    "gpus-and-scheduler-file",
-    "cpu-and-scheduler",
-    "workers-and-scheduler",
-    "address-and-file",
-    "missing-file",
-    "workers-vs-gpus",
-    "zero-workers",
-    "zero-workers-cpu",
-    "zero-threads",
-    "negative-threads",
-    "rmm-on-cpu",
-    "device-limit-on-cpu",
-    "gpu-out-of-range",
-    "bad-gpus-syntax",
+ADDRESS = "tcp://127.0.0.1:8786"
+EXISTING, MISSING = "<existing scheduler file>", "<missing scheduler file>"
+PLAN_ERRORS = [
+    pytest.param(dict(gpus="0", cpu=True), ClusterError, "--cpu", id="gpus-and-cpu"),
+    pytest.param(
+        dict(gpus="0", scheduler_address=ADDRESS),
+        ClusterError,
+        "existing scheduler",
+        id="gpus-and-scheduler",
+    ),
+    pytest.param(
+        dict(gpus="0", scheduler_file=EXISTING),
+        ClusterError,
+        "existing scheduler",
+        id="gpus-and-scheduler-file",
+    ),
+    pytest.param(
+        dict(cpu=True, scheduler_address=ADDRESS),
+        ClusterError,
+        "existing scheduler",
+        id="cpu-and-scheduler",
+    ),
+    pytest.param(
+        dict(workers=2, scheduler_address=ADDRESS),
+        ClusterError,
+        "existing scheduler",
+        id="workers-and-scheduler",
+    ),
+    pytest.param(
+        dict(scheduler_address=ADDRESS, scheduler_file=EXISTING),
+        ClusterError,
+        "not both",
+        id="address-and-file",
+    ),
+    pytest.param(dict(scheduler_file=MISSING), ClusterError, "no such file", id="missing-file"),
+    pytest.param(
+        dict(gpus="0,1", workers=3), ClusterError, "one worker per GPU", id="workers-vs-gpus"
+    ),
+    pytest.param(dict(workers=0), ClusterError, "--workers 0", id="zero-workers"),
+    pytest.param(dict(cpu=True, workers=0), ClusterError, "--workers 0", id="zero-workers-cpu"),
+    pytest.param(
+        dict(threads_per_worker=0), ClusterError, "--threads-per-worker 0", id="zero-threads"
+    ),
+    pytest.param(
+        dict(cpu=True, threads_per_worker=-2),
+        ClusterError,
+        "--threads-per-worker -2",
+        id="negative-threads",
+    ),
+    pytest.param(
+        dict(cpu=True, rmm_pool_size="1GB"), ClusterError, "--rmm-pool-size", id="rmm-on-cpu"
+    ),
+    pytest.param(
+        dict(cpu=True, device_memory_limit="1GB"),
+        ClusterError,
+        "--device-memory-limit",
+        id="device-limit-on-cpu",
+    ),
+    pytest.param(dict(gpus="2"), DeviceSelectionError, "out of range", id="gpu-out-of-range"),
+    pytest.param(dict(gpus="0,,1"), DeviceSelectionError, "empty item", id="bad-gpus-syntax"),
 ]
 
 
-@pytest.mark.parametrize("case", ERROR_IDS)
-def test_plan_rejects_with_one_line(gpus, tmp_path, case):
-    kwargs, error, fragment = _error_cases(tmp_path)[case]
+@pytest.mark.parametrize(("kwargs", "error", "fragment"), PLAN_ERRORS)
+def test_plan_rejects_with_one_line(gpus, tmp_path, kwargs, error, fragment):
+    existing = tmp_path / "scheduler.json"
+    existing.write_text("{}")
+    paths = {EXISTING: str(existing), MISSING: str(tmp_path / "missing.json")}
+    kwargs = {k: paths.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()}
     with pytest.raises(error) as err:
         clusters.plan(**kwargs)
     assert isinstance(err.value, DaskGPUError)
     assert err.value.exit_code == 2
     assert fragment in str(err.value)
     assert _one_line(err.value)
-
-
-def test_error_cases_are_all_tested(tmp_path):
-    assert sorted(_error_cases(tmp_path)) == sorted(ERROR_IDS)
 
 
 def test_rmm_pool_without_gpu_is_an_error_not_ignored(no_gpu):
@@ -400,7 +418,6 @@ def test_real_cpu_cluster(monkeypatch):
         local = client.cluster
     assert client.status == "closed"
     assert local.status.name == "closed"
-    assert clusters.info(object.__new__(distributed.Client)) is None
 
 
 def test_busy_dashboard_port_moves_and_says_so(monkeypatch):
@@ -427,6 +444,22 @@ def test_busy_dashboard_port_moves_and_says_so(monkeypatch):
     assert client.status == "closed"
 
 
+def test_disabled_dashboard_has_no_link_and_no_notice(monkeypatch):
+    # distributed serves HTTP (health, metrics) even without a dashboard, on 8787 by default:
+    # that must neither show up as a dashboard link nor as a "port busy" notice.
+    monkeypatch.setattr(clusters, "_local_cuda_cluster_class", _no_cuda_cluster)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as default_port:
+        try:  # make 8787 busy (if something else holds it already, it is busy anyway)
+            default_port.bind(("127.0.0.1", 8787))
+            default_port.listen()
+        except OSError:
+            pass
+        with daskgpu.cluster(cpu=True, workers=1, threads_per_worker=1, dashboard=False) as client:
+            got = clusters.info(client)
+    assert got.notices == []
+    assert got.dashboard is None
+
+
 def test_unreachable_scheduler_fails_fast(monkeypatch):
     monkeypatch.setattr(clusters, "_local_cuda_cluster_class", _no_cuda_cluster)
     began = time.perf_counter()
@@ -439,3 +472,12 @@ def test_unreachable_scheduler_fails_fast(monkeypatch):
     assert "tcp://127.0.0.1:9" in message
     assert "2s" in message
     assert _one_line(err.value)
+
+
+def test_empty_cuda_visible_devices_without_gpus_option_runs_on_cpu(gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    p = clusters.plan()
+    assert p.kind == "cpu"
+    assert len(p.notices) == 1 and "hides every GPU" in p.notices[0]
+    with pytest.raises(DeviceSelectionError, match="hides every GPU"):
+        clusters.plan(gpus="0")

@@ -1,0 +1,41 @@
+"""Means as a flat tree of per-block sums, finished on the host.
+
+Each block is reduced to one float64 sum where it lives (NumPy or CuPy block), and only those
+host floats travel: the rest of the tree is plain NumPy, so the client never receives a device
+array (it would need a CUDA context to unpickle one).
+"""
+
+from __future__ import annotations
+
+import math
+
+import dask.array as da
+import numpy as np
+
+# Every level of the tree is a round trip between workers: keep it flat up to this width.
+MAX_FAN_IN = 64
+
+
+def _block_sum(block):
+    # float() of a CuPy 0-d array copies 8 bytes to the host.
+    return np.full((1,) * block.ndim, float(block.sum(dtype=np.float64)))
+
+
+def block_sums(arr: da.Array) -> da.Array:
+    """One float64 host sum per block of ``arr`` (shape: the block grid)."""
+    return arr.map_blocks(
+        _block_sum,
+        chunks=tuple((1,) * len(c) for c in arr.chunks),
+        dtype=np.float64,
+        meta=np.empty((0,) * arr.ndim, dtype=np.float64),
+    )
+
+
+def mean_from_sums(sums: da.Array, count: int) -> da.Array:
+    """The lazy mean, given per-block sums and the number of elements they cover."""
+    return sums.sum(split_every=min(MAX_FAN_IN, max(4, sums.npartitions))) / count
+
+
+def mean(arr: da.Array) -> da.Array:
+    """The lazy float64 mean of ``arr``, for NumPy or CuPy blocks alike."""
+    return mean_from_sums(block_sums(arr), math.prod(arr.shape))
