@@ -22,6 +22,8 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import dask.utils
+
 from daskgpu import backends, devices
 from daskgpu import config as daskgpu_config
 from daskgpu.devices import Device, Inventory
@@ -111,7 +113,10 @@ def plan(
         # free port of the same host rather than trying 8787.
         common["dashboard_address"] = None
         common["scheduler_kwargs"] = {"dashboard": False, "dashboard_address": f"{host}:0"}
-    gpu_only = {"rmm_pool_size": rmm_pool_size, "device_memory_limit": device_memory_limit}
+    gpu_only = {
+        "rmm_pool_size": _memory_size(rmm_pool_size),
+        "device_memory_limit": _memory_size(device_memory_limit),
+    }
     if cpu:
         return _plan_cpu(workers, threads_per_worker, common, gpu_only, [])
     inv = devices.inventory() if inventory is None else inventory
@@ -151,6 +156,29 @@ def plan(
         **{k: v for k, v in gpu_only.items() if v is not None},
     }
     return ClusterPlan("gpu", chosen, len(chosen), threads_per_worker or 1, options)
+
+
+def _memory_size(value):
+    """``"0.8"`` -> 0.8 (a fraction of device memory); ``"5GB"`` stays text, as dask-cuda wants.
+
+    >>> _memory_size("0.8"), _memory_size("20000000000"), _memory_size("5GB")
+    (0.8, 20000000000, '5GB')
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    try:
+        dask.utils.parse_bytes(text)
+    except ValueError:
+        raise ClusterError(
+            f"memory size {value!r}: use bytes with a unit (20GB, 512MiB) or a fraction (0.8)"
+        ) from None
+    return text
 
 
 def _check_counts(workers: int | None, threads_per_worker: int | None) -> None:

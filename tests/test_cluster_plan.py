@@ -481,3 +481,12 @@ def test_empty_cuda_visible_devices_without_gpus_option_runs_on_cpu(gpus, monkey
     assert len(p.notices) == 1 and "hides every GPU" in p.notices[0]
     with pytest.raises(DeviceSelectionError, match="hides every GPU"):
         clusters.plan(gpus="0")
+
+
+def test_memory_sizes_are_handed_over_as_dask_cuda_reads_them(gpus):
+    p = clusters.plan(gpus="0", device_memory_limit="0.8", rmm_pool_size="20GB")
+    assert p.options["device_memory_limit"] == 0.8
+    assert p.options["rmm_pool_size"] == "20GB"
+    assert clusters.plan(gpus="0", rmm_pool_size="1000000").options["rmm_pool_size"] == 1_000_000
+    with pytest.raises(ClusterError, match="memory size 'lots'"):
+        clusters.plan(gpus="0", rmm_pool_size="lots")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import daskgpu
-from daskgpu import array_input, synthetic
+from daskgpu import array_input, reductions, synthetic
 from daskgpu.backends import Backend
 from daskgpu.errors import InputFileError, ParameterError
 
@@ -36,9 +36,11 @@ def test_fused_mean_equals_mean_of_materialised_array():
         assert data.dtype == np.dtype(dtype) and data.chunksize == chunks
         values = data.compute(scheduler="sync")
         assert values.min() >= 0 and values.max() < 1
-        fused = synthetic.uniform_mean(shape, chunks, dtype, 5, CPU2, stream_elements=1000)
+        sums = synthetic.uniform_block_sums(shape, chunks, dtype, 5, CPU2, stream_elements=1000)
+        fused = reductions.mean_from_sums(sums, values.size)
         expected = values.astype(np.float64).mean()
         assert fused.compute(scheduler="sync") == pytest.approx(expected, rel=1e-12)
+        assert reductions.mean(data).compute(scheduler="sync") == pytest.approx(expected, rel=1e-12)
 
 
 def test_blocks_are_independent_of_chunk_scheduling():
