@@ -207,10 +207,8 @@ def list_devices(as_json):
     console.print(t)
     if visible is not None:
         shown = devices.visible_devices(inv, visible)
-        click.echo(
-            f"CUDA_VISIBLE_DEVICES={visible}: --gpus indices 0-{len(shown) - 1} mean "
-            + ", ".join(d.label for d in shown)
-        )
+        meaning = ", ".join(f"{i} = GPU {d.label} ({d.uuid})" for i, d in enumerate(shown))
+        click.echo(f"CUDA_VISIBLE_DEVICES={visible}: --gpus {meaning or 'has no GPU to choose'}")
 
 
 def _one_line(message: str) -> str:

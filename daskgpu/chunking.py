@@ -41,6 +41,22 @@ def auto_chunks(shape: tuple[int, ...], itemsize: int, backend) -> tuple[int, ..
     return (rows, *shape[1:])
 
 
+def check_axes(chunks, shape: tuple[int, ...]) -> None:
+    """Refuse explicit block sizes that do not fit the array's axes.
+
+    Raises
+    ------
+    ParameterError
+        Naming the shape and how many sizes would fit.
+    """
+    if chunks == "auto" or len(chunks) in (1, len(shape)):
+        return
+    raise ParameterError(
+        f"--chunks {','.join(map(str, chunks))}: the array has {len(shape)} axes "
+        f"(shape {shape}); give one block size or {len(shape)}"
+    )
+
+
 def resolve_chunks(chunks, shape: tuple[int, ...], itemsize: int, backend) -> tuple[int, ...]:
     """Turn a ``chunks`` parameter (``"auto"`` or sizes) into one block size per axis.
 
@@ -51,13 +67,9 @@ def resolve_chunks(chunks, shape: tuple[int, ...], itemsize: int, backend) -> tu
     """
     if chunks == "auto":
         return auto_chunks(shape, itemsize, backend)
+    check_axes(chunks, shape)
     if len(chunks) == 1:
         sizes = chunks * len(shape)
-    elif len(chunks) == len(shape):
-        sizes = tuple(chunks)
     else:
-        raise ParameterError(
-            f"--chunks {','.join(map(str, chunks))}: the array has {len(shape)} axes "
-            f"(shape {shape}); give one block size or {len(shape)}"
-        )
+        sizes = tuple(chunks)
     return tuple(min(size, dim) if dim else size for size, dim in zip(sizes, shape, strict=True))

@@ -64,7 +64,7 @@ class ClusterInfo:
 
     kind: str
     devices: list[Device]
-    start_s: float
+    start_s: float | None
     dashboard: str | None
     notices: list[str]
 
@@ -107,7 +107,12 @@ def plan(
         return _plan_external(gpus, cpu, workers, scheduler_address, scheduler_file)
     if dashboard_address is None:
         dashboard_address = daskgpu_config.get("dashboard-address")
-    common = {"dashboard_address": dashboard_address, "host": host, "memory_limit": memory_limit}
+    common = {
+        "dashboard_address": dashboard_address,
+        "host": host,
+        "memory_limit": memory_limit,
+        "preload": ["daskgpu.worker_setup"],
+    }
     if not dashboard:
         # The scheduler serves HTTP (health, metrics) even without a dashboard: keep that on a
         # free port of the same host rather than trying 8787.
@@ -279,14 +284,12 @@ def start(p: ClusterPlan) -> Iterator:
             cluster = _start_local(p)
             client = Client(cluster, set_as_default=False)
             client.wait_for_workers(p.n_workers)
-        serves_dashboard = p.kind == "external" or p.options.get("dashboard_address")
-        _INFO[client] = ClusterInfo(
-            kind=p.kind,
-            devices=list(p.devices),
-            start_s=time.perf_counter() - began,
-            dashboard=dashboard_link(client) if serves_dashboard else None,
-            notices=p.notices,
-        )
+        if p.kind == "external":  # nothing was started; its dashboard may be off
+            start_s, dashboard = None, _served_dashboard(client)
+        else:
+            start_s = time.perf_counter() - began
+            dashboard = dashboard_link(client) if p.options.get("dashboard_address") else None
+        _INFO[client] = ClusterInfo(p.kind, list(p.devices), start_s, dashboard, p.notices)
         with client.as_current():
             yield client
     finally:
@@ -298,6 +301,20 @@ def dashboard_link(client) -> str | None:
     try:
         return client.dashboard_link
     except Exception:  # no dashboard (disabled, or bokeh missing on the scheduler)
+        return None
+
+
+def _served_dashboard(client) -> str | None:
+    """The dashboard link of a scheduler daskgpu did not start, if its status page answers."""
+    import urllib.request
+
+    link = dashboard_link(client)
+    if not link:
+        return None
+    try:
+        with urllib.request.urlopen(link, timeout=2) as response:
+            return link if response.status == 200 else None
+    except OSError:  # refused, 404 (HTTPError), timeout: no dashboard there
         return None
 
 

@@ -63,6 +63,7 @@ class Pipeline:
     params: tuple[Param, ...]
     prepare: Callable[..., Workload]
     verify: Callable[[Workload, Any], Verification]
+    check: Callable[..., None] | None = None
 
     def param(self, name: str) -> Param:
         """The declared parameter called ``name``."""
@@ -72,12 +73,14 @@ class Pipeline:
         raise KeyError(name)
 
     def resolve(self, **given: Any) -> dict:
-        """Validate user values and fill defaults.
+        """Validate user values and fill defaults, before any cluster starts.
 
         Raises
         ------
         ParameterError
             For an unknown parameter name (with a suggestion) or a bad value.
+        DaskGPUError
+            From the pipeline's own ``check`` (a missing or malformed input file, ...).
         """
         names = [p.name for p in self.params]
         for key in given:
@@ -87,7 +90,10 @@ class Pipeline:
                 raise ParameterError(
                     f"{self.name} has no parameter {key!r}{hint} (parameters: {', '.join(names)})"
                 )
-        return {p.name: p.convert(given.get(p.name)) for p in self.params}
+        resolved = {p.name: p.convert(given.get(p.name)) for p in self.params}
+        if self.check is not None:
+            self.check(**resolved)
+        return resolved
 
     def build(self, backend, **params: Any):
         """The lazy Dask collection of this pipeline, to compute or compose.
@@ -117,11 +123,16 @@ def pipeline(
     summary: str,
     params: tuple[Param, ...] | list[Param],
     verify: Callable[[Workload, Any], Verification],
+    check: Callable[..., None] | None = None,
 ) -> Callable[[Callable[..., Workload]], Pipeline]:
-    """Register the decorated ``prepare(backend, **params) -> Workload`` as a pipeline."""
+    """Register the decorated ``prepare(backend, **params) -> Workload`` as a pipeline.
+
+    ``verify(workload, value)`` checks the answer; the optional ``check(**params)`` refuses bad
+    parameters that need more than a parser (an unreadable input file) before a cluster starts.
+    """
 
     def register(prepare: Callable[..., Workload]) -> Pipeline:
-        spec = Pipeline(name, summary, tuple(params), prepare, verify)
+        spec = Pipeline(name, summary, tuple(params), prepare, verify, check)
         if name in _REGISTRY and _REGISTRY[name].prepare is not prepare:
             raise ValueError(f"pipeline {name!r} is registered twice")
         _REGISTRY[name] = spec

@@ -69,11 +69,18 @@ PARAMS = (
 )
 
 
+def check(*, size, chunks, dtype, seed, input) -> None:
+    """Refuse an unreadable input, or block sizes that do not fit its axes, up front."""
+    shape = array_input.open_array(input).shape if input is not None else (1, 1)
+    chunking.check_axes(chunks, shape)
+
+
 @pipeline(
     "mean-pipeline",
     "Mean of a large n x n random array (or of a .npy/Zarr input), verified",
     PARAMS,
     verify,
+    check,
 )
 def prepare(backend, *, size, chunks, dtype, seed, input) -> Workload:
     """Build the lazy mean of a random array, or of ``input``."""
