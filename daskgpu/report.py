@@ -25,7 +25,7 @@ def _value(value) -> str:
     return str(value)
 
 
-def device_lines(devices: list[dict]) -> str:
+def _device_lines(devices: list[dict]) -> str:
     """One line per device: index, name, UUID, memory."""
     return "\n".join(
         f"{d.get('index')}: {d['name']} {d['uuid']} ({_gib(d['memory_total'])})" for d in devices
@@ -46,7 +46,7 @@ def table(result: RunResult) -> Table:
     t.add_row("pipeline", result.pipeline)
     t.add_row("backend", result.backend)
     if result.devices:
-        t.add_row("devices", device_lines(result.devices))
+        t.add_row("devices", _device_lines(result.devices))
     t.add_row("workers", _worker_lines(result.workers))
     data = result.data
     for key in ("source", "shape", "chunks", "blocks", "dtype", "seed"):

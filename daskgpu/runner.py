@@ -35,14 +35,6 @@ class RunResult:
         return asdict(self)
 
 
-def _json_ready(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_json_ready(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _json_ready(v) for k, v in value.items()}
-    return value
-
-
 def _workers(client) -> list[dict]:
     info = backends.scheduler_workers(client)
     out = []
@@ -137,8 +129,8 @@ def run(
         backend=backend.name,
         devices=[d.as_dict() for d in backend.devices],
         workers=_workers(client),
-        params=_json_ready(resolved),
-        data=_json_ready(workload.description),
+        params=resolved,
+        data=workload.description,
         value=value,
         verified=check.ok,
         verification=check.detail,
