@@ -127,7 +127,7 @@ def plan(
     inv = devices.inventory() if inventory is None else inventory
     if gpus is None:
         if not inv.devices:
-            note = f"No GPU found ({inv.reason}); running on CPU workers."
+            note = f"No GPU found: {inv.reason}; running on CPU workers."
             return _plan_cpu(workers, threads_per_worker, common, gpu_only, [note])
         missing = backends.gpu_stack_missing()
         if missing:
