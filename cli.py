@@ -40,13 +40,28 @@ class PipelineParamType(click.ParamType):
             self.fail(str(exc).split(": ", 1)[-1], option, ctx)
 
 
+def _parse_words(p: Param):
+    """A click callback parsing the words of a multi-word option (``--range LO HI``)."""
+
+    def callback(ctx, option, value):
+        try:
+            return p.convert(value)
+        except ParameterError as exc:
+            raise click.BadParameter(str(exc).split(": ", 1)[-1], ctx, option) from None
+
+    return callback
+
+
 def _pipeline_options(spec: registry.Pipeline) -> list[click.Option]:
     options = []
     for p in spec.params:
+        single = p.nargs == 1
         options.append(
             click.Option(
                 [p.option, p.name],
-                type=PipelineParamType(p),
+                type=PipelineParamType(p) if single else click.STRING,
+                nargs=p.nargs,
+                callback=None if single else _parse_words(p),
                 default=None,
                 help=p.help,
                 show_default=str(p.default) if p.default is not None else False,

@@ -72,10 +72,12 @@ def _cupy_asarray(block):
 
 
 def to_host(value):
-    """Move a computed result (CuPy/cuDF/NumPy/pandas/scalar) to host memory.
+    """Move a computed result (CuPy/cuDF/NumPy/pandas/scalar, or a dict of them) to the host.
 
     Returns NumPy/pandas objects, or a Python scalar for 0-d results.
     """
+    if isinstance(value, dict):
+        return {key: to_host(v) for key, v in value.items()}
     if hasattr(value, "__cuda_array_interface__"):
         import cupy
 

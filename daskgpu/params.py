@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +30,8 @@ class Param:
         Placeholder shown in ``--help``.
     choices : tuple of str
         The allowed values, for choice parameters.
+    nargs : int
+        How many command-line words the option takes (``--range LO HI``: 2).
     """
 
     name: str
@@ -36,6 +40,7 @@ class Param:
     help: str = ""
     metavar: str = "VALUE"
     choices: tuple[str, ...] = field(default=())
+    nargs: int = 1
 
     @property
     def option(self) -> str:
@@ -131,3 +136,62 @@ def optional_path(value: Any) -> str | None:
     """A filesystem path as text (checked when the pipeline opens it); empty means none."""
     text = str(value).strip()
     return text or None
+
+
+def finite_float(value: Any) -> float:
+    """A finite real number."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not a boolean")
+    try:
+        number = float(str(value).strip()) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError):
+        raise ValueError("must be a number") from None
+    if not math.isfinite(number):
+        raise ValueError("must be a finite number")
+    return number
+
+
+def bounded_float(low: float, high: float, why: str) -> Callable[[Any], float]:
+    """A parser accepting finite numbers in ``[low, high]``; ``why`` explains the bound."""
+
+    def parse(value: Any) -> float:
+        number = finite_float(value)
+        if not low <= number <= high:
+            raise ValueError(f"must be between {low:g} and {high:g} ({why})")
+        return number
+
+    return parse
+
+
+def value_range(value: Any) -> tuple[float, float]:
+    """Two finite numbers LO < HI, given as a pair or as text ``"LO HI"`` / ``"LO,HI"``.
+
+    >>> value_range("0 1"), value_range((-1, 2.5))
+    ((0.0, 1.0), (-1.0, 2.5))
+    """
+    parts = value.replace(",", " ").split() if isinstance(value, str) else list(value)
+    if len(parts) != 2:
+        raise ValueError("give two numbers, LO HI")
+    lo, hi = (finite_float(p) for p in parts)
+    if not lo < hi:
+        raise ValueError(f"LO must be below HI (got {lo:g} >= {hi:g})")
+    return lo, hi
+
+
+def output_path(suffixes: Sequence[str]) -> Callable[[Any], str | None]:
+    """A parser for a file to write: one of ``suffixes``, in a directory that exists."""
+
+    def parse(value: Any) -> str | None:
+        text = str(value).strip()
+        if not text:
+            return None
+        if not text.lower().endswith(tuple(suffixes)):
+            raise ValueError(f"name a {' or '.join(suffixes)} file")
+        parent = os.path.dirname(os.path.abspath(text))
+        if not os.path.isdir(parent):
+            raise ValueError(f"directory {parent} does not exist")
+        if os.path.isdir(text) and not text.lower().endswith(".zarr"):
+            raise ValueError("is a directory")
+        return text
+
+    return parse

@@ -39,3 +39,42 @@ def mean_from_sums(sums: da.Array, count: int) -> da.Array:
 def mean(arr: da.Array) -> da.Array:
     """The lazy float64 mean of ``arr``, for NumPy or CuPy blocks alike."""
     return mean_from_sums(block_sums(arr), math.prod(arr.shape))
+
+
+def _apply_to_block(block, block_func=None, width=1, ndim=1, result_dtype="float64", **kwargs):
+    result = np.asarray(_host(block_func(block, **kwargs)), dtype=result_dtype)
+    return result.reshape((1,) * ndim + (width,))
+
+
+def _host(value):
+    if hasattr(value, "__cuda_array_interface__"):
+        import cupy
+
+        return cupy.asnumpy(value)
+    return value
+
+
+def per_block(arr: da.Array, func, width: int, dtype="float64", **kwargs) -> da.Array:
+    """``func(block, **kwargs)`` (a length-``width`` vector) for every block, on the host.
+
+    The result has the block grid's shape plus a last axis of ``width``; reduce it over the
+    grid axes (``.sum(axis=...)``, ``.min(...)``) with an ordinary Dask tree reduction.
+    """
+    grid = tuple((1,) * len(c) for c in arr.chunks)
+    return arr.map_blocks(
+        _apply_to_block,
+        block_func=func,
+        width=width,
+        ndim=arr.ndim,
+        result_dtype=np.dtype(dtype).name,
+        dtype=dtype,
+        chunks=grid + ((width,),),
+        new_axis=[arr.ndim],
+        meta=np.empty((0,) * (arr.ndim + 1), dtype=dtype),
+        **kwargs,
+    )
+
+
+def grid_axes(arr: da.Array) -> tuple[int, ...]:
+    """The block-grid axes of a :func:`per_block` result (all but the last)."""
+    return tuple(range(arr.ndim - 1))

@@ -37,6 +37,14 @@ class Workload:
         What a report shows about the data (shape, chunks, dtype, source).
     context : dict
         What the pipeline's ``verify`` needs.
+    outputs : list of (str, str)
+        ``(temporary, final)`` paths the computation writes: renamed into place when it
+        succeeds, removed when it fails (see :mod:`daskgpu.output`).
+    present : callable, optional
+        ``present(workload, raw) -> value``: the reported value, from the computed result
+        (which may carry extra material for ``verify``). Default: the result itself.
+    save : callable, optional
+        ``save(workload, value)``: write a small result after computing (``--output``).
     """
 
     collection: Any
@@ -44,6 +52,9 @@ class Workload:
     nbytes: int
     description: dict = field(default_factory=dict)
     context: dict = field(default_factory=dict)
+    outputs: list[tuple[str, str]] = field(default_factory=list)
+    present: Callable[[Workload, Any], Any] | None = None
+    save: Callable[[Workload, Any], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -20,8 +21,14 @@ def _seconds(value) -> str:
 
 
 def _value(value) -> str:
-    if isinstance(value, float):
+    if isinstance(value, dict):
+        return "\n".join(f"{key}: {_value(v)}" for key, v in value.items())
+    if isinstance(value, np.ndarray) and value.size > 8:
+        return f"{value.size} values, sum {value.sum():.10g}"
+    if isinstance(value, (float, np.floating)):
         return f"{value:.10g}"
+    if isinstance(value, np.ndarray):
+        return np.array2string(value, precision=6, separator=", ")
     return str(value)
 
 
@@ -48,11 +55,10 @@ def table(result: RunResult) -> Table:
     if result.devices:
         t.add_row("devices", _device_lines(result.devices))
     t.add_row("workers", _worker_lines(result.workers))
-    data = result.data
-    for key in ("source", "shape", "chunks", "blocks", "dtype", "seed"):
-        if key in data:
-            shown = " x ".join(map(str, data[key])) if isinstance(data[key], list) else data[key]
-            t.add_row(key, str(shown))
+    for key, item in result.data.items():
+        if isinstance(item, (list, tuple)):
+            item = (" x " if key in ("shape", "chunks") else " to ").join(map(str, item))
+        t.add_row(key, str(item))
     t.add_row("value", _value(result.value))
     verdict = "[green]yes[/green]" if result.verified else "[red]NO[/red]"
     t.add_row("verified", f"{verdict}: {result.verification}")
@@ -75,11 +81,16 @@ def show(result: RunResult, console: Console | None = None) -> None:
 
 
 def _finite(value):
+    """JSON-ready: NumPy to Python, tuples to lists, non-finite numbers to None."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    elif isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
 

@@ -6,7 +6,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from daskgpu import backends, clusters, registry
+import dask
+
+from daskgpu import backends, clusters, output, registry
 from daskgpu.backends import Backend
 from daskgpu.errors import ClusterError
 from daskgpu.registry import Pipeline
@@ -61,6 +63,22 @@ def _default_client():
         ) from None
 
 
+def _compute(client, collection, backend: Backend, progress: bool):
+    future = client.compute(collection)
+    if backend.is_gpu:
+        # Move the result to host memory on the worker: unpickling a device array here would
+        # create a CUDA context in the client.
+        future = client.submit(backends.to_host, future, pure=False)
+    try:
+        if progress:
+            from distributed import progress as progress_bar
+
+            progress_bar(future)
+        return backends.to_host(future.result())
+    finally:
+        future.release()
+
+
 def run(
     pipeline: str | Pipeline,
     client=None,
@@ -95,23 +113,22 @@ def run(
 
     resolved = spec.resolve(**params)
     t0 = time.perf_counter()
-    workload = spec.workload(backend, **resolved)
+    with dask.config.set(scheduler=client):  # a pipeline's preparatory passes run there too
+        workload = spec.workload(backend, **resolved)
     t1 = time.perf_counter()
-    future = client.compute(workload.collection)
-    if backend.is_gpu:
-        # Move the result to host memory on the worker: unpickling a device array here would
-        # create a CUDA context in the client.
-        future = client.submit(backends.to_host, future, pure=False)
     try:
-        if progress:
-            from distributed import progress as progress_bar
-
-            progress_bar(future)
-        value = backends.to_host(future.result())
-    finally:
-        future.release()
+        raw = _compute(client, workload.collection, backend, progress)
+    except BaseException:
+        for temporary, _final in workload.outputs:
+            output.discard(temporary)
+        raise
+    for temporary, final in workload.outputs:
+        output.commit(temporary, final)
+    value = workload.present(workload, raw) if workload.present else raw
+    if workload.save is not None:
+        workload.save(workload, value)
     t2 = time.perf_counter()
-    check = spec.verify(workload, value)
+    check = spec.verify(workload, raw)
     t3 = time.perf_counter()
 
     meta = clusters.info(client)

@@ -30,9 +30,15 @@ def _block_rng(library: str, seed: int, location, num_blocks):
     return xp.random.default_rng(int(seq.generate_state(1, np.uint64)[0]))
 
 
-def _uniform_block(block_info=None, seed=0, value_dtype="float64", library="numpy"):
+DISTRIBUTIONS = ("uniform", "normal")
+
+
+def _random_block(block_info=None, seed=0, value_dtype="float64", library="numpy",
+                  distribution="uniform"):
     info = block_info[None]
     rng = _block_rng(library, seed, info["chunk-location"], info["num-chunks"])
+    if distribution == "normal":
+        return rng.standard_normal(info["chunk-shape"], dtype=value_dtype)
     return rng.random(info["chunk-shape"], dtype=value_dtype)
 
 
@@ -63,8 +69,8 @@ def _uniform_block_sum(block_info=None, seed=0, value_dtype="float64", library="
     return np.full((1,) * len(chunks), total)
 
 
-def uniform(shape, chunks, dtype, seed: int, backend) -> da.Array:
-    """A lazy array of uniform [0, 1) values, generated on the workers.
+def random_array(shape, chunks, dtype, seed: int, backend, distribution="uniform") -> da.Array:
+    """A lazy array of random values, generated on the workers.
 
     Parameters
     ----------
@@ -75,17 +81,27 @@ def uniform(shape, chunks, dtype, seed: int, backend) -> da.Array:
         Same seed, same values (for a given backend and chunking).
     backend : Backend
         NumPy blocks on CPU, CuPy blocks on GPU.
+    distribution : {"uniform", "normal"}
+        Uniform on [0, 1), or standard normal.
     """
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"unknown distribution {distribution!r}; choose {DISTRIBUTIONS}")
     normalized = da.core.normalize_chunks(chunks, shape, dtype=dtype)
     return da.map_blocks(
-        _uniform_block,
+        _random_block,
         chunks=normalized,
         dtype=dtype,
         meta=np.empty((0,) * len(shape), dtype=dtype),  # see the module docstring
         seed=seed,
         value_dtype=np.dtype(dtype).name,
         library=backend.array_library,
+        distribution=distribution,
     )
+
+
+def uniform(shape, chunks, dtype, seed: int, backend) -> da.Array:
+    """A lazy array of uniform [0, 1) values: :func:`random_array` with its default."""
+    return random_array(shape, chunks, dtype, seed, backend, "uniform")
 
 
 def uniform_block_sums(shape, chunks, dtype, seed: int, backend, stream_elements: int):

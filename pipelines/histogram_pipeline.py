@@ -1,0 +1,204 @@
+"""histogram-pipeline: numpy.histogram of a large array, with a custom kernel per chunk."""
+
+from __future__ import annotations
+
+import math
+
+import dask
+import numpy as np
+
+from daskgpu import array_input, chunking, reductions, synthetic
+from daskgpu import config as daskgpu_config
+from daskgpu import output as output_files
+from daskgpu.errors import ParameterError
+from daskgpu.kernels.histogram import histogram
+from daskgpu.params import (
+    Param,
+    choice,
+    chunks,
+    non_negative_int,
+    optional_path,
+    output_path,
+    positive_int,
+    value_range,
+)
+from daskgpu.registry import Verification, Workload, pipeline
+
+CPU_DEFAULT_SIZE = 100_000_000
+# The exact comparison with numpy.histogram runs on this many leading values (all, if fewer).
+SAMPLE_SIZE = 1_000_000
+MAX_BINS = 10_000_000
+
+
+def default_size(backend, itemsize: int) -> int:
+    """Number of values: a quarter of the GPUs' memory, or 10^8 on CPU."""
+    if backend.is_gpu and backend.device_memory:
+        share = float(daskgpu_config.get("gpu.default-memory-fraction"))
+        return int(share * backend.device_memory / itemsize)
+    return CPU_DEFAULT_SIZE
+
+
+def _bins(value) -> int:
+    bins = positive_int(value)
+    if bins > MAX_BINS:
+        raise ValueError(f"at most {MAX_BINS} bins")
+    return bins
+
+
+PARAMS = (
+    Param("size", positive_int, None, "number of random values [default: 10^8 on CPU; a "
+          "quarter of the GPUs' memory]", "N"),
+    Param("chunks", chunks, "auto", "block size: auto (sized for the device) or N", "auto|N"),
+    Param("dtype", choice(("float64", "float32")), "float64", "element type of random data",
+          "float64|float32", ("float64", "float32")),
+    Param("seed", non_negative_int, None, "random seed [default: fresh, reported]", "INT"),
+    Param("distribution", choice(synthetic.DISTRIBUTIONS), "uniform",
+          "random values: uniform [0,1) or standard normal", "uniform|normal",
+          synthetic.DISTRIBUTIONS),
+    Param("bins", _bins, 256, "number of equal-width bins", "N"),
+    Param("range", value_range, None, "bin range LO HI [default: the data's finite min and max, "
+          "found in a first pass]", "LO HI", nargs=2),
+    Param("input", optional_path, None, "histogram of this .npy file or Zarr array instead of "
+          "random data", "PATH"),
+    Param("output", output_path((".npy", ".csv")), None, "write bin edges and counts to this "
+          ".npy or .csv file", "PATH"),
+)
+
+
+def _block_histogram(block, lo, hi, bins):
+    return histogram(block, lo, hi, bins)
+
+
+def _block_in_range(block, lo, hi):
+    # Counted without the kernel: an independent check of the counts' total.
+    return [int(((block >= lo) & (block <= hi)).sum())]
+
+
+def _block_finite_extent(block):
+    finite = block[np.isfinite(block)]
+    if finite.size == 0:
+        return [np.inf, -np.inf]
+    return [float(finite.min()), float(finite.max())]
+
+
+def _host_block(block):
+    if hasattr(block, "__cuda_array_interface__"):
+        import cupy
+
+        return cupy.asnumpy(block)
+    return block
+
+
+def check(*, size, chunks, dtype, seed, distribution, bins, range, input, output) -> None:
+    """Refuse an unreadable input and block sizes that do not fit it, before a cluster starts."""
+    shape = array_input.open_array(input).shape if input is not None else (1,)
+    chunking.check_axes(chunks, shape)
+
+
+def _data(backend, size, chunks, dtype, seed, distribution, input):
+    if input is not None:
+        source = array_input.open_array(input)
+        block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
+        return array_input.to_dask(source, block, backend), {"source": input}
+    dtype = np.dtype(dtype)
+    shape = (size or default_size(backend, dtype.itemsize),)
+    block = chunking.resolve_chunks(chunks, shape, dtype.itemsize, backend)
+    if seed is None:
+        seed = int(np.random.SeedSequence().generate_state(1)[0])
+    data = synthetic.random_array(shape, block, dtype, seed, backend, distribution)
+    return data, {"source": f"random {distribution}", "seed": seed}
+
+
+def _finite_range(data) -> tuple[float, float]:
+    extent = reductions.per_block(data, _block_finite_extent, 2)
+    axes = reductions.grid_axes(extent)
+    lo, hi = dask.compute(extent[..., 0].min(axis=axes), extent[..., 1].max(axis=axes))
+    lo, hi = float(lo), float(hi)
+    if not math.isfinite(lo):
+        raise ParameterError("the data holds no finite value to take a range from; give --range")
+    if lo == hi:  # numpy.histogram's rule for a single value
+        lo, hi = lo - 0.5, hi + 0.5
+    return lo, hi
+
+
+def _sample(data):
+    rows = max(1, SAMPLE_SIZE // max(1, math.prod(data.shape[1:])))
+    return data[:rows].rechunk(-1)
+
+
+def verify(workload: Workload, raw: dict) -> Verification:
+    """Counts add up to the in-range values; on a sample they equal numpy.histogram's."""
+    ctx = workload.context
+    bins, lo, hi = ctx["bins"], ctx["lo"], ctx["hi"]
+    counts = raw["counts"]
+    total, in_range = int(counts[:bins].sum()), int(raw["in_range"])
+    sample = np.asarray(raw["sample"]).ravel()
+    expected, _ = np.histogram(sample, bins=bins, range=(lo, hi))
+    sample_nan = int(np.isnan(sample).sum())
+    same = np.array_equal(expected, raw["sample_counts"][:bins])
+    same_nan = sample_nan == int(raw["sample_counts"][bins])
+    ok = bool(total == in_range and same and same_nan)
+    return Verification(
+        ok,
+        f"counts sum to {total} of {in_range} in-range values; on {sample.size} values the "
+        f"counts {'equal' if same and same_nan else 'DIFFER from'} numpy.histogram's",
+    )
+
+
+@pipeline(
+    "histogram-pipeline",
+    "Histogram of a large array (numpy.histogram semantics) with a custom kernel per chunk",
+    PARAMS,
+    verify,
+    check,
+)
+def prepare(backend, *, size, chunks, dtype, seed, distribution, bins, range, input,
+            output) -> Workload:
+    """Build the lazy histogram; the default range is found by a first pass over the data."""
+    data, described = _data(backend, size, chunks, dtype, seed, distribution, input)
+    lo, hi = range if range is not None else _finite_range(data)
+    kwargs = {"lo": lo, "hi": hi, "bins": bins}
+    per_block = reductions.per_block(data, _block_histogram, bins + 1, "int64", **kwargs)
+    in_range = reductions.per_block(data, _block_in_range, 1, "int64", lo=lo, hi=hi)
+    sample = _sample(data)
+    sample_counts = reductions.per_block(sample, _block_histogram, bins + 1, "int64", **kwargs)
+    collection = dask.delayed(dict)(
+        counts=per_block.sum(axis=reductions.grid_axes(per_block)),
+        in_range=in_range.sum(),
+        sample=sample.map_blocks(_host_block),
+        sample_counts=sample_counts.sum(axis=reductions.grid_axes(sample_counts)),
+    )
+    edges = np.linspace(lo, hi, bins + 1)
+    elements = math.prod(data.shape)
+    return Workload(
+        collection=collection,
+        elements=elements,
+        nbytes=elements * data.dtype.itemsize,
+        description={
+            **described,
+            "shape": list(data.shape),
+            "chunks": list(data.chunksize),
+            "blocks": data.npartitions,
+            "dtype": str(data.dtype),
+            "bins": bins,
+            "range": [lo, hi],
+        },
+        context={"bins": bins, "lo": lo, "hi": hi, "edges": edges, "output": output},
+        present=_present,
+        save=_save if output is not None else None,
+    )
+
+
+def _present(workload: Workload, raw: dict) -> dict:
+    bins = workload.context["bins"]
+    counts = raw["counts"]
+    return {"counts": counts[:bins], "edges": workload.context["edges"],
+            "nan": int(counts[bins]), "in_range": int(counts[:bins].sum())}
+
+
+def _save(workload: Workload, value: dict) -> None:
+    edges = value["edges"]
+    output_files.save_table(
+        workload.context["output"],
+        {"left": edges[:-1], "right": edges[1:], "count": value["counts"]},
+    )

@@ -1,0 +1,242 @@
+"""Heat-diffusion stencil: CPU twin and CUDA kernel (simulator) against the NumPy reference."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from cudasim import run_in_simulator
+
+from daskgpu.kernels.stencil import heat_step_numpy, heat_steps
+
+SHAPES = [(1, 1), (2, 5), (3, 3), (17, 33), (64, 64), (200, 130)]
+STEPS = [0, 1, 2, 5]
+TOL = {np.float64: dict(rtol=1e-13, atol=1e-15), np.float32: dict(rtol=1e-6, atol=1e-7)}
+
+
+def reference(u, alpha, steps, window=None):
+    out = u.copy()
+    for _ in range(steps):
+        out = heat_step_numpy(out, alpha, window)
+    return out
+
+
+def windows(n, m):
+    """Full (clipped), default, one side touched, interior, empty and reversed windows."""
+    return [
+        None,
+        (0, n, 0, m),
+        (0, n // 2, 2, m - 2),  # top edge only
+        (n // 2, n, 2, m - 2),  # bottom edge only
+        (2, n - 2, 0, m // 2),  # left edge only
+        (2, n - 2, m // 2, m),  # right edge only
+        (n // 3, n // 3 + 3, m // 4, m // 4 + 5),
+        (3, 3, 0, m),  # empty
+        (n - 1, 1, 1, m - 1),  # reversed: empty
+        (-5, n + 7, -1, m + 2),  # out of range: clipped to the ring
+    ]
+
+
+def clipped(window, n, m):
+    r0, r1, c0, c1 = (1, n - 1, 1, m - 1) if window is None else window
+    return max(r0, 1), min(r1, n - 1), max(c0, 1), min(c1, m - 1)
+
+
+def naive_step(u, alpha, window):
+    """One step by explicit loops over the clipped window (float64): checks the reference."""
+    n, m = u.shape
+    r0, r1, c0, c1 = clipped(window, n, m)
+    out = u.copy()
+    for i in range(r0, r1):
+        for j in range(c0, c1):
+            out[i, j] = u[i, j] + alpha * (
+                u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4 * u[i, j]
+            )
+    return out
+
+
+@pytest.mark.parametrize("window", windows(17, 33))
+def test_numpy_reference_matches_explicit_loops(window):
+    u = np.random.default_rng(3).random((17, 33))
+    np.testing.assert_allclose(heat_step_numpy(u, 0.2, window), naive_step(u, 0.2, window),
+                               rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_cpu_twin_matches_numpy_reference(shape, dtype):
+    n, m = shape
+    rng = np.random.default_rng(n * 1000 + m)
+    u = rng.standard_normal(shape).astype(dtype)
+    before = u.copy()
+    for window in windows(n, m):
+        r0, r1, c0, c1 = clipped(window, n, m)
+        for steps in STEPS:
+            alpha = [0.0, 0.1, 0.25, 0.17][steps % 4]
+            got = heat_steps(u, alpha, steps, window)
+            want = reference(u, alpha, steps, window)
+            assert got.shape == u.shape and got.dtype == u.dtype
+            assert got is not u and not np.shares_memory(got, u)
+            np.testing.assert_allclose(got, want, **TOL[dtype],
+                                       err_msg=f"window={window} steps={steps}")
+            # cells outside the (clipped) window keep their values exactly
+            outside = np.ones(shape, bool)
+            if r1 > r0 and c1 > c0:
+                outside[r0:r1, c0:c1] = False
+            np.testing.assert_array_equal(got[outside], u[outside])
+    np.testing.assert_array_equal(u, before)
+
+
+def test_default_window_holds_the_ring_and_keeps_float32_arithmetic():
+    u = np.random.default_rng(1).random((40, 50)).astype(np.float32)
+    got = heat_steps(u, 0.2, 3)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got[[0, -1], :], u[[0, -1], :])
+    np.testing.assert_array_equal(got[:, [0, -1]], u[:, [0, -1]])
+    # float32 arithmetic throughout: the same bits as the float32 reference, not a float64 run
+    np.testing.assert_array_equal(got, reference(u, 0.2, 3))
+    assert not np.array_equal(got, reference(u.astype(np.float64), 0.2, 3).astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_non_contiguous_and_read_only_input(dtype):
+    big = np.random.default_rng(7).random((91, 120)).astype(dtype)
+    views = {
+        "strided": big[::2, ::3],
+        "transposed": big.T,
+        "fortran": np.asfortranarray(big[:40, :30]),
+        "read-only": big[5:60],  # C-contiguous, so the twin reads it as it is
+    }
+    views["read-only"].flags.writeable = False
+    before = big.copy()
+    for name, u in views.items():
+        assert u.flags.c_contiguous == (name == "read-only")
+        for steps in (0, 1, 2, 5):
+            for window in (None, (0, 10, 0, 10), (3, 20, 4, 9)):
+                got = heat_steps(u, 0.2, steps, window)
+                assert got.flags.c_contiguous and got.shape == u.shape
+                np.testing.assert_allclose(got, reference(np.ascontiguousarray(u), 0.2, steps,
+                                                          window),
+                                           **TOL[dtype], err_msg=f"{name} {window} {steps}")
+    np.testing.assert_array_equal(big, before)
+
+
+def test_zero_steps_and_empty_window_return_a_copy():
+    u = np.random.default_rng(2).random((6, 7))
+    for got in (heat_steps(u, 0.2, 0), heat_steps(u, 0.2, 4, (3, 3, 1, 6))):
+        np.testing.assert_array_equal(got, u)
+        got[0, 0] = -1.0
+        assert u[0, 0] != -1.0
+    assert heat_steps(np.zeros((0, 5)), 0.2, 3).shape == (0, 5)
+
+
+def test_closed_form_decay_of_the_lowest_mode():
+    n, steps, alpha = 50, 20, 0.2
+    k = np.arange(n + 2)
+    mode = np.sin(np.pi * k / (n + 1))
+    u0 = np.outer(mode, mode)
+    u0[[0, -1], :] = 0.0  # sin(pi) is not exactly 0 in floating point: make the ring zero
+    u0[:, [0, -1]] = 0.0
+    lam = 1 - 8 * alpha * math.sin(math.pi / (2 * (n + 1))) ** 2
+    got = heat_steps(u0, alpha, steps)
+    np.testing.assert_allclose(got, lam**steps * u0, rtol=1e-10, atol=1e-14)
+    assert got[n // 2, n // 2] < u0[n // 2, n // 2]
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: heat_steps(np.zeros(5), 0.1, 1), r"2-D.*\(5,\)"),
+        (lambda: heat_steps(np.zeros((2, 3, 4)), 0.1, 1), r"2-D.*\(2, 3, 4\)"),
+        (lambda: heat_steps(np.zeros((4, 4)), 0.3, 1), "unstable above 0.25"),
+        (lambda: heat_steps(np.zeros((4, 4)), -0.1, 1), "between 0 and 0.25"),
+        (lambda: heat_steps(np.zeros((4, 4)), float("nan"), 1), "between 0 and 0.25"),
+        (lambda: heat_steps(np.zeros((4, 4)), 0.1, -1), "steps must be >= 0"),
+        (lambda: heat_steps(np.zeros((4, 4)), 0.1, 1, (1, 2, 3)), "four integers"),
+        (lambda: heat_steps(np.zeros((4, 4)), 0.1, 1, (1.5, 2, 1, 3)), "four integers"),
+        (lambda: heat_step_numpy(np.zeros(5), 0.1), r"2-D.*\(5,\)"),
+        (lambda: heat_step_numpy(np.zeros((4, 4)), 0.3), "unstable above 0.25"),
+    ],
+)
+def test_argument_errors(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_non_float_input_is_refused():
+    with pytest.raises(TypeError, match="float32 or float64"):
+        heat_steps(np.zeros((4, 4), dtype=np.int64), 0.1, 1)
+    with pytest.raises(TypeError):
+        heat_steps(np.zeros((4, 4)), 0.1, 1.5)
+
+
+def test_cuda_kernel_in_simulator():
+    out = run_in_simulator(
+        """
+        import numpy as np
+        from numba import cuda
+        from daskgpu.kernels.stencil import heat_steps, heat_step_numpy
+
+        def reference(u, alpha, steps, window):
+            out = u.copy()
+            for _ in range(steps):
+                out = heat_step_numpy(out, alpha, window)
+            return out
+
+        tol = {np.float64: dict(rtol=1e-13, atol=1e-15), np.float32: dict(rtol=1e-6, atol=1e-7)}
+        rng = np.random.default_rng(0)
+        cases = 0
+        for dtype in (np.float64, np.float32):
+            for shape in ((20, 37), (9, 9), (1, 1), (3, 40)):
+                n, m = shape
+                u = rng.standard_normal(shape).astype(dtype)
+                d = cuda.to_device(u)
+                wins = [None, (0, n, 0, m), (0, n // 2, 3, m), (2, n, 0, m // 2), (4, 4, 0, m)]
+                for window in wins:
+                    for steps in (0, 1, 3):
+                        got = heat_steps(d, 0.2, steps, window)
+                        assert got is not d
+                        host = got.copy_to_host()
+                        assert host.shape == shape and host.dtype == dtype, (host.dtype, dtype)
+                        msg = f"{dtype.__name__} {shape} {window} {steps}"
+                        np.testing.assert_allclose(host, reference(u, 0.2, steps, window),
+                                                   **tol[dtype], err_msg=msg)
+                        np.testing.assert_allclose(host, heat_steps(u, 0.2, steps, window),
+                                                   **tol[dtype], err_msg=msg)
+                        cases += 1
+                np.testing.assert_array_equal(d.copy_to_host(), u)  # input unchanged
+
+            # a strided device view
+            big = rng.standard_normal((12, 30)).astype(dtype)
+            view = cuda.to_device(big)[::2, ::3]
+            want = reference(np.ascontiguousarray(big[::2, ::3]), 0.25, 3, None)
+            np.testing.assert_allclose(heat_steps(view, 0.25, 3).copy_to_host(), want,
+                                       **tol[dtype])
+            np.testing.assert_array_equal(view.copy_to_host(), big[::2, ::3])
+            cases += 1
+        print("cases", cases)
+        """
+    )
+    assert "cases 122" in out
+
+
+@pytest.mark.gpu
+def test_cuda_kernel_on_gpu_matches_cpu_twin():
+    import cupy
+
+    rng = np.random.default_rng(5)
+    for dtype in (np.float64, np.float32):
+        for shape in ((1, 1), (33, 517), (1000, 777)):
+            u = rng.standard_normal(shape).astype(dtype)
+            d = cupy.asarray(u)
+            for window in (None, (0, shape[0] // 2, 5, shape[1])):
+                for steps in (0, 1, 4):
+                    got = heat_steps(d, 0.2, steps, window)
+                    assert isinstance(got, cupy.ndarray) and got.dtype == dtype
+                    # the GPU may fuse multiply-adds: agree to rounding, not bit for bit
+                    np.testing.assert_allclose(cupy.asnumpy(got),
+                                               heat_steps(u, 0.2, steps, window),
+                                               rtol=1e-5 if dtype == np.float32 else 1e-12,
+                                               atol=1e-6 if dtype == np.float32 else 1e-13)
+            np.testing.assert_array_equal(cupy.asnumpy(d), u)
