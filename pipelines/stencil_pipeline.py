@@ -80,19 +80,23 @@ def initial_grid(n: int, block: tuple[int, int], dtype, backend) -> da.Array:
 
 
 def _advance(block, block_info=None, alpha=0.2, steps=1, halo=1):
-    """``steps`` updates of one block padded by ``halo`` cells on every side.
+    """``steps`` updates of one block that carries a ``halo`` from its neighbours.
 
-    Padding beyond the grid's own edge is the zero boundary: it is never updated.
+    At the grid's own edges there is no neighbour: the block is padded there with ``halo``
+    zeros (the fixed zero boundary), which are never updated and are cut off again. Padding
+    here, in the block's own library, keeps Dask from mixing NumPy padding into CuPy blocks.
     """
     (row, col), (rows, cols) = block_info[0]["chunk-location"], block_info[0]["num-chunks"]
-    height, width = block.shape
-    window = (
-        halo if row == 0 else 1,
-        height - halo if row == rows - 1 else height - 1,
-        halo if col == 0 else 1,
-        width - halo if col == cols - 1 else width - 1,
+    pad = (
+        (halo if row == 0 else 0, halo if row == rows - 1 else 0),
+        (halo if col == 0 else 0, halo if col == cols - 1 else 0),
     )
-    return heat_steps(block, alpha, steps, window)
+    padded = np.pad(block, pad)  # dispatches to cupy.pad for CuPy blocks
+    height, width = padded.shape
+    window = (max(1, pad[0][0]), height - max(1, pad[0][1]),
+              max(1, pad[1][0]), width - max(1, pad[1][1]))
+    result = heat_steps(padded, alpha, steps, window)
+    return result[pad[0][0] : height - pad[0][1], pad[1][0] : width - pad[1][1]]
 
 
 def evolve(u: da.Array, steps: int, alpha: float, steps_per_exchange: int) -> da.Array:
@@ -107,7 +111,7 @@ def evolve(u: da.Array, steps: int, alpha: float, steps_per_exchange: int) -> da
     while remaining:
         k = min(steps_per_exchange, remaining)
         u = u.map_overlap(
-            _advance, depth=k, boundary=0, trim=True, dtype=u.dtype,
+            _advance, depth=k, boundary="none", trim=True, dtype=u.dtype,
             meta=np.empty((0, 0), dtype=u.dtype), alpha=alpha, steps=k, halo=k,
         )
         remaining -= k

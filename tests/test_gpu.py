@@ -63,3 +63,24 @@ def test_client_process_holds_no_cuda_context(gpu_client):
     finally:
         pynvml.nvmlShutdown()
     assert os.getpid() not in pids
+
+
+def test_histogram_pipeline_on_gpu_matches_cpu(gpu_client, cpu_client, tmp_path):
+    values = np.random.default_rng(2).normal(size=3_000_000)
+    values[::1000] = np.nan
+    path = tmp_path / "h.npy"
+    np.save(path, values)
+    params = dict(input=str(path), bins=300, range=(-3, 3), chunks="1000000")
+    on_gpu = daskgpu.run("histogram-pipeline", client=gpu_client, **params)
+    on_cpu = daskgpu.run("histogram-pipeline", client=cpu_client, **params)
+    assert on_gpu.backend == "gpu" and on_gpu.verified, on_gpu.verification
+    np.testing.assert_array_equal(on_gpu.value["counts"], on_cpu.value["counts"])
+    assert on_gpu.value["nan"] == on_cpu.value["nan"] == 3000
+
+
+def test_stencil_pipeline_on_gpu_matches_cpu(gpu_client, cpu_client):
+    params = dict(size=1000, steps=20, steps_per_exchange=4, chunks="400")
+    on_gpu = daskgpu.run("stencil-pipeline", client=gpu_client, **params)
+    on_cpu = daskgpu.run("stencil-pipeline", client=cpu_client, **params)
+    assert on_gpu.backend == "gpu" and on_gpu.verified, on_gpu.verification
+    assert on_gpu.value["l2_norm"] == pytest.approx(on_cpu.value["l2_norm"], rel=1e-10)
