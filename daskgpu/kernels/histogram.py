@@ -1,18 +1,19 @@
 """Equal-width histogram with NaN count: ``numpy.histogram(x, bins, range=(lo, hi))``, exactly.
 
-The CUDA kernel does in one pass over the data what ``cupy.histogram`` does in several: CuPy
-checks the range, computes bin indices into a temporary index array and then counts it with
-one global atomic per element. Here every block keeps a private histogram in shared memory
-(shared-memory atomics, which do not contend across the device), strides over the input once,
-counts the NaN values in the same pass (an extra slot after the last bin), and finally adds its
-private counts to the global result with one atomic per non-empty bin. For more bins than fit in
-shared memory (``SHARED_BINS``) a second kernel counts with global atomics directly.
+What the CUDA kernel does that ``cupy.histogram`` does not: ``cupy.histogram`` (without CUB)
+binary-searches the bin edges for every value and counts it with one global-memory atomic, which
+every thread on the device contends for; counting NaN values takes another pass
+(``cupy.isnan(x).sum()``). Here one pass does it all: each value's bin is computed in O(1) with
+numpy's own arithmetic, every block counts into a private histogram in shared memory
+(shared-memory atomics, contended only within the block) with an extra slot for NaN, and at the
+end adds its counts to the global result with one atomic per non-empty bin. For more bins than
+fit in shared memory (``SHARED_BINS``) a second kernel counts with global atomics directly.
 
-The bin of each value is computed with numpy's own uniform-bin algorithm
-(``numpy/lib/_histograms_impl.py``), in numpy's dtypes, so the counts equal numpy's exactly:
-values outside ``[lo, hi]`` (and ``±inf``) are not counted, the last bin includes ``hi``.
-The same device function is compiled for the CPU twin (``numba.njit``, parallel over
-thread-private histograms) and for the CUDA kernels.
+The bin of each value follows numpy's uniform-bin algorithm (``numpy/lib/_histograms_impl.py``)
+in numpy's dtypes, so the counts equal numpy's exactly: values outside ``[lo, hi]`` (and
+``±inf``) are not counted, the last bin includes ``hi``. The same two functions (first guess,
+correction) are compiled for the CPU twin (``numba.njit``, parallel over thread-private
+histograms) and, as device functions, for the CUDA kernels.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ SHARED_BINS = 4096
 _SHARED_SLOTS = SHARED_BINS + 1  # a global constant, as cuda.shared.array's shape must be
 # Per-block counters are uint32: no block may see more elements than this.
 _MAX_PER_BLOCK = 2**31
+# The CPU twin's block: first guesses for this many values at once (fits in L1 with its data).
+_CPU_BLOCK = 1024
 # Below this many elements per thread the CPU twin uses fewer threads (start-up dominates).
 _MIN_PER_THREAD = 1 << 15
 
@@ -46,44 +49,66 @@ _SIGNED_TO_UNSIGNED = {
 }
 
 
-def _bin_of(v, edges, lo_c, hi_c, lo_s, denom, nbins_f, bins):
-    """Bin of ``v``: ``0..bins-1``, ``bins`` for NaN, ``-1`` when it is not counted.
+def _first_guess(v, lo_s, denom, nbins_f, bins):
+    """The first guess numpy makes at the bin of ``v``: ``int((v - lo) / (hi - lo) * bins)``.
 
-    numpy's algorithm: keep ``lo <= v <= hi`` (compared in ``lo_c``/``hi_c``'s dtype), then
-    ``f = (v - lo) / (hi - lo) * bins`` in numpy's dtypes, truncate, put ``hi`` into the last
-    bin, and correct by one against the edges where rounding put ``v`` in a neighbour.
+    In numpy's dtypes (``lo_s``: the subtraction's, ``denom``/``nbins_f``: the scaling's).
+    Clamped to ``0..bins-1`` (numpy moves ``bins``, i.e. ``v == hi``, into the last bin; the
+    clamp also keeps NaN and out-of-range values, discarded later, safe to convert).
     """
-    if v != v:
-        return bins
-    if not (v >= lo_c and v <= hi_c):
-        return -1
+    zero = nbins_f - nbins_f  # 0 in the scaling dtype, so float32 stays float32
     f = (v - lo_s) / denom * nbins_f
+    f = f if f >= zero else zero
+    f = f if f <= nbins_f else nbins_f
     k = int(f)
-    if k == bins:
-        k = bins - 1
+    return k if k < bins else bins - 1
+
+
+def _correct(v, k, edges, lo_c, hi_c, bins):
+    """Bin of ``v`` from the guess ``k``: ``0..bins-1``, ``bins`` for NaN, -1 if not counted.
+
+    numpy keeps ``lo <= v <= hi`` (compared in ``lo_c``/``hi_c``'s dtype), then corrects the
+    guess by one where rounding put ``v`` next to its bin: down if ``v < edges[k]``, else up
+    if ``v >= edges[k + 1]`` (never past the last bin, which includes ``hi``).
+    """
+    if not (v >= lo_c and v <= hi_c):
+        return bins if v != v else -1
     if v < edges[k]:
-        k -= 1
+        return k - 1
     if k != bins - 1 and v >= edges[k + 1]:
-        k += 1
+        return k + 1
     return k
 
 
-_bin_of_cpu = numba.njit(inline="always", cache=False)(_bin_of)
-_bin_of_gpu = cuda.jit(device=True, inline=True)(_bin_of)
+_first_guess_cpu = numba.njit(inline="always", cache=False)(_first_guess)
+_correct_cpu = numba.njit(inline="always", cache=False)(_correct)
+_first_guess_gpu = cuda.jit(device=True, inline=True)(_first_guess)
+_correct_gpu = cuda.jit(device=True, inline=True)(_correct)
 
 
 @numba.njit(parallel=True, cache=False)
 def _histogram_cpu(x, edges, lo_c, hi_c, lo_s, denom, nbins_f, bins, nchunks):  # pragma: no cover
-    """CPU twin: ``nchunks`` contiguous slices, one private histogram each, then summed."""
+    """CPU twin: ``nchunks`` contiguous slices, one private histogram each, then summed.
+
+    Each slice goes in blocks of ``_CPU_BLOCK``: first guesses for the whole block in one
+    loop that vectorises (the division dominates), then a scalar loop corrects and counts.
+    """
     n = x.shape[0]
     private = np.zeros((nchunks, bins + 1), np.int64)
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
+        counts = np.zeros(bins + 1, np.int64)
+        guess = np.empty(_CPU_BLOCK, np.int64)
         stop = min(n, (c + 1) * step)
-        for i in range(c * step, stop):
-            k = _bin_of_cpu(x[i], edges, lo_c, hi_c, lo_s, denom, nbins_f, bins)
-            if k >= 0:
-                private[c, k] += 1
+        for start in range(c * step, stop, _CPU_BLOCK):
+            block = x[start:min(stop, start + _CPU_BLOCK)]
+            for j in range(block.shape[0]):
+                guess[j] = _first_guess_cpu(block[j], lo_s, denom, nbins_f, bins)
+            for j in range(block.shape[0]):
+                k = _correct_cpu(block[j], guess[j], edges, lo_c, hi_c, bins)
+                if k >= 0:
+                    counts[k] += 1
+        private[c, :] = counts
     out = np.zeros(bins + 1, np.int64)
     for c in range(nchunks):
         for j in range(bins + 1):
@@ -100,7 +125,9 @@ def _histogram_shared(x, edges, lo_c, hi_c, lo_s, denom, nbins_f, bins, out):  #
         counts[j] = 0
     cuda.syncthreads()
     for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-        k = _bin_of_gpu(x[i], edges, lo_c, hi_c, lo_s, denom, nbins_f, bins)
+        v = x[i]
+        k = _first_guess_gpu(v, lo_s, denom, nbins_f, bins)
+        k = _correct_gpu(v, k, edges, lo_c, hi_c, bins)
         if k >= 0:
             cuda.atomic.add(counts, k, 1)
     cuda.syncthreads()
@@ -114,7 +141,9 @@ def _histogram_shared(x, edges, lo_c, hi_c, lo_s, denom, nbins_f, bins, out):  #
 def _histogram_global(x, edges, lo_c, hi_c, lo_s, denom, nbins_f, bins, out):  # pragma: no cover
     """One pass for more bins than fit in shared memory: global atomics on ``out``."""
     for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-        k = _bin_of_gpu(x[i], edges, lo_c, hi_c, lo_s, denom, nbins_f, bins)
+        v = x[i]
+        k = _first_guess_gpu(v, lo_s, denom, nbins_f, bins)
+        k = _correct_gpu(v, k, edges, lo_c, hi_c, bins)
         if k >= 0:
             cuda.atomic.add(out, k, 1)
 
@@ -159,6 +188,9 @@ def _binning(dtype, lo, hi, bins):
     data = np.empty(0, dtype)
     bin_type = np.result_type(lo, hi, data)
     edges = np.linspace(lo, hi, bins + 1, endpoint=True, dtype=bin_type)
+    if np.any(edges[:-1] >= edges[1:]):  # as numpy: bins that would have no width
+        raise ValueError(f"too many bins for the range: {bins} bins over [{lo}, {hi}] do not "
+                         f"all have a width in {bin_type} (use fewer bins or a wider range)")
     lo_c = np.result_type(data, lo).type(lo)
     hi_c = np.result_type(data, hi).type(hi)
     sub_type = np.result_type(np.empty(0, bin_type), lo)
@@ -238,7 +270,8 @@ def histogram(x, lo: float, hi: float, bins: int):
     Raises
     ------
     ValueError
-        If ``bins < 1``, ``lo`` or ``hi`` is not finite, or ``lo >= hi``.
+        If ``bins < 1``, ``lo`` or ``hi`` is not finite, ``lo >= hi``, or, as in numpy, the
+        range is too narrow for ``bins`` distinct edges in the data's precision.
     TypeError
         If ``bins`` is not an integer, ``lo``/``hi`` not real numbers, or the data not float32
         or float64.
