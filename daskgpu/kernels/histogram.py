@@ -80,13 +80,13 @@ def _correct(v, k, edges, lo_c, hi_c, bins):
     return k
 
 
-_first_guess_cpu = numba.njit(inline="always", cache=False)(_first_guess)
-_correct_cpu = numba.njit(inline="always", cache=False)(_correct)
+_first_guess_cpu = numba.njit(inline="always", cache=True)(_first_guess)
+_correct_cpu = numba.njit(inline="always", cache=True)(_correct)
 _first_guess_gpu = cuda.jit(device=True, inline=True)(_first_guess)
 _correct_gpu = cuda.jit(device=True, inline=True)(_correct)
 
 
-@numba.njit(parallel=True, cache=False)
+@numba.njit(parallel=True, cache=True)
 def _histogram_cpu(x, edges, lo_c, hi_c, lo_s, denom, nbins_f, bins, nchunks):  # pragma: no cover
     """CPU twin: ``nchunks`` contiguous slices, one private histogram each, then summed.
 

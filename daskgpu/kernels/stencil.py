@@ -40,7 +40,7 @@ _MAX_GRID_Y = 65_535
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _step_host(src, dst, alpha, four, r0, r1, c0, c1):  # pragma: no cover - compiled
     """One step from ``src`` into every cell of ``dst``: stencil inside the window, copy outside."""
     n, m = src.shape
