@@ -27,8 +27,9 @@ class Workload:
 
     Attributes
     ----------
-    collection : dask collection
-        The lazy graph; computing it gives the pipeline's value.
+    collection : dask collection, or dict of them
+        The lazy graph; computing it gives the pipeline's value. A dict's collections are
+        computed together, so parts they share are computed once.
     elements : int
         Elements the computation reads (for elements/s).
     nbytes : int

@@ -64,19 +64,23 @@ def _default_client():
 
 
 def _compute(client, collection, backend: Backend, progress: bool):
-    future = client.compute(collection)
+    """Compute one collection, or a dict of them in one graph (shared parts computed once)."""
+    named = isinstance(collection, dict)
+    futures = client.compute(list(collection.values()) if named else [collection])
     if backend.is_gpu:
-        # Move the result to host memory on the worker: unpickling a device array here would
+        # Move results to host memory on the workers: unpickling a device array here would
         # create a CUDA context in the client.
-        future = client.submit(backends.to_host, future, pure=False)
+        futures = [client.submit(backends.to_host, f, pure=False) for f in futures]
     try:
         if progress:
             from distributed import progress as progress_bar
 
-            progress_bar(future)
-        return backends.to_host(future.result())
+            progress_bar(futures)
+        results = [backends.to_host(r) for r in client.gather(futures)]
     finally:
-        future.release()
+        for future in futures:
+            future.release()
+    return dict(zip(collection, results, strict=True)) if named else results[0]
 
 
 def run(

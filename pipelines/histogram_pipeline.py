@@ -162,7 +162,7 @@ def prepare(backend, *, size, chunks, dtype, seed, distribution, bins, range, in
     in_range = reductions.per_block(data, _block_in_range, 1, "int64", lo=lo, hi=hi)
     sample = _sample(data)
     sample_counts = reductions.per_block(sample, _block_histogram, bins + 1, "int64", **kwargs)
-    collection = dask.delayed(dict)(
+    collection = dict(
         counts=per_block.sum(axis=reductions.grid_axes(per_block)),
         in_range=in_range.sum(),
         sample=sample.map_blocks(_host_block),

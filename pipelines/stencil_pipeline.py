@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import math
 
-import dask
 import dask.array as da
 import numpy as np
 
@@ -196,7 +195,7 @@ def prepare(backend, *, size, chunks, steps, alpha, steps_per_exchange, dtype,
         outputs.append((temporary, output))
     cells = n * n
     return Workload(
-        collection=dask.delayed(dict)(**parts),
+        collection=parts,
         elements=cells * steps,
         nbytes=2 * cells * steps * dtype.itemsize,
         description={

@@ -1,0 +1,224 @@
+"""trips-pipeline: taxi-trip ETL on cuDF or pandas partitions with a custom distance kernel."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+
+from daskgpu import output as output_files
+from daskgpu import table_input
+from daskgpu.backends import GPU_INSTALL_HINT
+from daskgpu.errors import BackendUnavailable
+from daskgpu.kernels.haversine import haversine_km, haversine_numpy
+from daskgpu.params import Param, non_negative_int, optional_path, output_path, positive_int
+from daskgpu.registry import Verification, Workload, pipeline
+
+COLUMNS = {
+    "pickup_time": "datetime",
+    "pickup_lat": "number",
+    "pickup_lon": "number",
+    "dropoff_lat": "number",
+    "dropoff_lon": "number",
+    "passengers": "integer",
+    "fare": "number",
+}
+CPU_DEFAULT_ROWS = 20_000_000
+GPU_DEFAULT_ROWS = 200_000_000
+ROWS_PER_PARTITION = 2_000_000
+GROUP = ["hour", "passengers"]
+RTOL = 1e-9
+
+
+def _input(value):
+    path = optional_path(value)
+    if path is not None:
+        table_input.open_table(path, COLUMNS)
+    return path
+
+
+PARAMS = (
+    Param("rows", positive_int, None, "rows of synthetic trips [default: 20 million on CPU, "
+          "200 million on GPUs]", "N"),
+    Param("seed", non_negative_int, None, "seed of the synthetic trips [default: fresh, "
+          "reported]", "INT"),
+    Param("input", _input, None, "trips from Parquet or CSV (file, directory or glob) instead "
+          "of synthetic ones", "PATH"),
+    Param("output", output_path((".parquet", ".csv")), None, "write the result table to this "
+          ".parquet or .csv file", "PATH"),
+)
+
+
+def synthetic_partition(spec: tuple[int, int, int], library: str = "pandas"):
+    """``rows`` synthetic trips of partition ``number``, the same for a seed wherever built."""
+    number, rows, seed = spec
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(number,)))
+    start = np.datetime64("2026-01-01T00:00:00", "s")
+    seconds = rng.integers(0, 31 * 24 * 3600, rows)
+    frame = pd.DataFrame(
+        {
+            "pickup_time": start + seconds.astype("timedelta64[s]"),
+            "pickup_lat": rng.uniform(40.55, 40.90, rows),
+            "pickup_lon": rng.uniform(-74.10, -73.75, rows),
+            "dropoff_lat": rng.uniform(40.55, 40.90, rows),
+            "dropoff_lon": rng.uniform(-74.10, -73.75, rows),
+            "passengers": rng.integers(0, 7, rows).astype(np.int64),
+            # a few free or refunded rides, which the ETL drops
+            "fare": np.round(rng.lognormal(2.5, 0.6, rows) - rng.binomial(1, 0.01, rows) * 40, 2),
+        }
+    )
+    # some trips start and end at the same place: zero distance, dropped too
+    same = rng.random(rows) < 0.005
+    frame.loc[same, "dropoff_lat"] = frame.loc[same, "pickup_lat"]
+    frame.loc[same, "dropoff_lon"] = frame.loc[same, "pickup_lon"]
+    if library == "cudf":
+        import cudf
+
+        return cudf.from_pandas(frame)
+    return frame
+
+
+def _meta(library: str):
+    return synthetic_partition((0, 0, 0), library)
+
+
+def _with_distance(part):
+    """Add ``distance_km`` with daskgpu's haversine kernel (CUDA on cuDF, njit on pandas)."""
+    distance = haversine_km(part["pickup_lat"], part["pickup_lon"], part["dropoff_lat"],
+                            part["dropoff_lon"])
+    part = part.copy()
+    part["distance_km"] = distance
+    return part
+
+
+def _aggregate(frame):
+    """Drop non-positive distance or fare, group by pickup hour and passengers, sum and count."""
+    kept = frame[(frame["distance_km"] > 0) & (frame["fare"] > 0)]
+    kept = kept.assign(hour=kept["pickup_time"].dt.hour)
+    return kept.groupby(GROUP).agg(
+        trips=("fare", "count"), fare_sum=("fare", "sum"), distance_sum=("distance_km", "sum")
+    )
+
+
+def finish(table: pd.DataFrame) -> pd.DataFrame:
+    """Means and fare per km from the summed table, sorted by hour and passengers."""
+    table = table.sort_index().reset_index()
+    table["fare_mean"] = table["fare_sum"] / table["trips"]
+    table["distance_mean_km"] = table["distance_sum"] / table["trips"]
+    table["fare_per_km"] = table["fare_sum"] / table["distance_sum"]
+    table["trips"] = table["trips"].astype(np.int64)
+    return table[GROUP + ["trips", "fare_mean", "distance_mean_km", "fare_per_km"]]
+
+
+def _to_pandas(frame):
+    return frame.to_pandas() if hasattr(frame, "to_pandas") else frame
+
+
+def _frame(backend, rows, seed, input):
+    library = backend.dataframe_library
+    if input is not None:
+        source = table_input.open_table(input, COLUMNS)
+        if source.kind == "parquet":
+            frame = dd.read_parquet(list(source.files), columns=list(COLUMNS))
+        else:
+            frame = dd.read_csv(list(source.files), usecols=list(COLUMNS),
+                                parse_dates=["pickup_time"])
+        return frame, {"source": input, "format": source.kind, "rows": source.rows}
+    rows = rows or (GPU_DEFAULT_ROWS if backend.is_gpu else CPU_DEFAULT_ROWS)
+    if seed is None:
+        seed = int(np.random.SeedSequence().generate_state(1)[0])
+    slots = max(1, backend.threads)
+    partitions = max(slots, math.ceil(rows / ROWS_PER_PARTITION))
+    partitions = min(rows, math.ceil(partitions / slots) * slots)
+    sizes = [rows // partitions + (1 if i < rows % partitions else 0) for i in range(partitions)]
+    specs = [(i, size, seed) for i, size in enumerate(sizes)]
+    frame = dd.from_map(synthetic_partition, specs, library=library, meta=_meta(library),
+                        enforce_metadata=False)
+    return frame, {"source": "synthetic", "seed": seed, "rows": rows}
+
+
+def check(*, rows, seed, input, output) -> None:
+    """Nothing beyond the parsers: the input is validated by its parser."""
+
+
+def verify(workload: Workload, raw: dict) -> Verification:
+    """Counts add up to the kept rows; one partition recomputed with pandas agrees."""
+    table = finish(raw["table"])
+    total, kept = int(table["trips"].sum()), int(raw["kept"])
+    part = raw["partition"].copy()
+    part["distance_km"] = haversine_numpy(part["pickup_lat"].to_numpy(),
+                                          part["pickup_lon"].to_numpy(),
+                                          part["dropoff_lat"].to_numpy(),
+                                          part["dropoff_lon"].to_numpy())
+    expected = finish(_aggregate(part))
+    got = finish(raw["partition_table"])
+    same = expected.shape == got.shape and bool(
+        (expected[GROUP].to_numpy() == got[GROUP].to_numpy()).all()
+        and np.allclose(expected.drop(columns=GROUP).to_numpy(dtype=float),
+                        got.drop(columns=GROUP).to_numpy(dtype=float), rtol=RTOL, atol=0)
+    )
+    ok = total == kept and kept > 0 and same
+    return Verification(
+        ok,
+        f"trip counts sum to {total} of {kept} kept rows; partition 0 ({len(part)} rows) "
+        f"recomputed with pandas and NumPy's haversine {'agrees' if same else 'DIFFERS'}",
+    )
+
+
+@pipeline(
+    "trips-pipeline",
+    "Taxi-trip ETL: haversine kernel, filter, group by hour and passengers (cuDF or pandas)",
+    PARAMS,
+    verify,
+    check,
+)
+def prepare(backend, *, rows, seed, input, output) -> Workload:
+    """Build the lazy ETL over synthetic or input trips."""
+    if backend.dataframe_library == "cudf" and importlib.util.find_spec("cudf") is None:
+        raise BackendUnavailable(
+            f"trips-pipeline on GPUs needs cuDF, not installed here; install it with: "
+            f"{GPU_INSTALL_HINT}, or run with --cpu"
+        )
+    frame, described = _frame(backend, rows, seed, input)
+    with_distance = frame.map_partitions(_with_distance)
+    kept = ((with_distance["distance_km"] > 0) & (with_distance["fare"] > 0)).sum()
+    table = with_distance.map_partitions(_aggregate).groupby(GROUP).sum()
+    first = frame.partitions[0]
+    collection = dict(
+        table=table.map_partitions(_to_pandas),
+        kept=kept,
+        partition=first.map_partitions(_to_pandas),
+        partition_table=first.map_partitions(_with_distance).map_partitions(_aggregate)
+        .map_partitions(_to_pandas),
+        rows=frame.shape[0],
+    )
+    described["partitions"] = frame.npartitions
+    elements = described["rows"]
+    return Workload(
+        collection=collection,
+        elements=elements,
+        nbytes=elements * 7 * 8,
+        description=described,
+        context={"output": output},
+        present=_present,
+        save=_save if output is not None else None,
+    )
+
+
+def _present(workload: Workload, raw: dict) -> dict:
+    table = finish(raw["table"])
+    return {"rows": int(raw["rows"]), "kept": int(raw["kept"]), "groups": len(table),
+            "table": table.to_dict(orient="list")}
+
+
+def _save(workload: Workload, value: dict) -> None:
+    path = workload.context["output"]
+    table = pd.DataFrame(value["table"])
+    with output_files.atomic(path) as temporary:
+        if path.lower().endswith(".csv"):
+            table.to_csv(temporary, index=False)
+        else:
+            table.to_parquet(temporary, index=False)
