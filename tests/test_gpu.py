@@ -84,3 +84,13 @@ def test_stencil_pipeline_on_gpu_matches_cpu(gpu_client, cpu_client):
     on_cpu = daskgpu.run("stencil-pipeline", client=cpu_client, **params)
     assert on_gpu.backend == "gpu" and on_gpu.verified, on_gpu.verification
     assert on_gpu.value["l2_norm"] == pytest.approx(on_cpu.value["l2_norm"], rel=1e-10)
+
+
+def test_trips_pipeline_on_cudf_matches_pandas(gpu_client, cpu_client):
+    pytest.importorskip("cudf")
+    on_gpu = daskgpu.run("trips-pipeline", client=gpu_client, rows=2_000_000, seed=4)
+    on_cpu = daskgpu.run("trips-pipeline", client=cpu_client, rows=2_000_000, seed=4)
+    assert on_gpu.backend == "gpu" and on_gpu.verified, on_gpu.verification
+    assert on_gpu.value["kept"] == on_cpu.value["kept"]
+    np.testing.assert_allclose(on_gpu.value["table"]["fare_per_km"],
+                               on_cpu.value["table"]["fare_per_km"], rtol=1e-9)
