@@ -1,0 +1,213 @@
+"""join-pipeline on a real CPU LocalCluster and through the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import run_cli
+
+import daskgpu
+import pipelines.join_pipeline as jp
+from daskgpu.backends import Backend
+from daskgpu.errors import ParameterError
+
+CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
+ROWS = 200_000
+
+
+def run(client, **params):
+    result = daskgpu.run("join-pipeline", client=client, **params)
+    assert result.verified, result.verification
+    return result
+
+
+def same_answer(a, b):
+    """Counts exactly; sums and means up to the order of floating-point additions."""
+    assert a.value["joined_rows"] == b.value["joined_rows"]
+    agg_a, agg_b = a.value["aggregate"], b.value["aggregate"]
+    assert agg_a["count"] == agg_b["count"]
+    np.testing.assert_allclose(agg_a["sum_xy"], agg_b["sum_xy"], rtol=1e-12)
+    assert [m is None for m in agg_a["mean_y"]] == [m is None for m in agg_b["mean_y"]]
+    np.testing.assert_allclose([m or 0 for m in agg_a["mean_y"]],
+                               [m or 0 for m in agg_b["mean_y"]], rtol=1e-12)
+
+
+def pandas_tables(rows, match, seed, pieces=3):
+    """The pipeline's two tables, made here in pieces by the same module functions."""
+    right_rows = jp.right_size(rows)
+    matched = jp.matched_rows(rows, match)
+    a, b = jp.permutation(seed, right_rows)
+    left = pd.concat([jp.left_frame(bounds, rows=rows, right_rows=right_rows, matched=matched,
+                                    seed=seed) for bounds in jp._bounds(rows, pieces)],
+                     ignore_index=True)
+    right = pd.concat([jp.right_frame(bounds, right_rows=right_rows, multiplier=a, offset=b,
+                                      seed=seed) for bounds in jp._bounds(right_rows, pieces)],
+                      ignore_index=True)
+    return left, right
+
+
+def test_default_partitions_run_is_verified(cpu_client):
+    result = run(cpu_client, rows=ROWS, seed=11)
+    assert result.value["joined_rows"] == 60_000
+    assert sum(result.value["aggregate"]["count"]) == 60_000
+    assert result.data["seed"] == 11 and result.data["matched_rows"] == 60_000
+    assert result.data["join"] == "hash shuffle"
+    assert result.data["left_partitions"] == 2  # a multiple of the 2 worker threads
+    assert result.data["right_partitions"] == 2
+    assert result.throughput["elements_per_s"] > 0
+
+
+def test_answer_matches_pandas_on_the_whole_tables(cpu_client):
+    result = run(cpu_client, rows=50_000, match=0.4, partitions=6, seed=2)
+    left, right = pandas_tables(50_000, 0.4, 2)
+    expected = jp.aggregate(left.merge(right, on="key")).reindex(range(jp.GROUPS))
+    agg = result.value["aggregate"]
+    assert agg["count"] == expected["x"].fillna(0).astype(int).tolist()
+    np.testing.assert_allclose(agg["sum_xy"], expected["xy"].fillna(0), rtol=1e-12)
+    np.testing.assert_allclose(agg["mean_y"], expected["y"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("match", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("rows, partitions", [(ROWS, 7), (200_003, 3)])
+def test_joined_count_is_exact(cpu_client, match, rows, partitions):
+    result = run(cpu_client, rows=rows, match=match, partitions=partitions, seed=5)
+    assert result.value["joined_rows"] == round(match * rows)
+    assert sum(result.value["aggregate"]["count"]) == round(match * rows)
+    assert result.data["left_partitions"] == result.data["right_partitions"] == partitions
+    if match == 0:
+        assert result.value["aggregate"]["mean_y"] == [None] * jp.GROUPS
+
+
+def test_count_rounds_like_python(cpu_client):
+    result = run(cpu_client, rows=200_001, match=0.5, partitions=4, seed=1)
+    assert result.value["joined_rows"] == round(100_000.5) == 100_000
+
+
+def test_tiny_tables(cpu_client):
+    result = run(cpu_client, rows=3, match=1.0, partitions=3, seed=0)
+    assert result.value["joined_rows"] == 3  # a right table of one row still takes every key
+
+
+def test_same_seed_same_answer_whatever_the_partitions(cpu_client):
+    first = run(cpu_client, rows=ROWS, partitions=4, seed=21)
+    again = run(cpu_client, rows=ROWS, partitions=4, seed=21)
+    assert first.value == again.value
+    same_answer(first, run(cpu_client, rows=ROWS, partitions=9, seed=21))
+    other = run(cpu_client, rows=ROWS, partitions=4, seed=22)
+    assert other.value["aggregate"]["count"] != first.value["aggregate"]["count"]
+
+
+def test_fresh_seed_is_reported(cpu_client):
+    result = run(cpu_client, rows=20_000)
+    assert isinstance(result.data["seed"], int)
+    same_answer(result, run(cpu_client, rows=20_000, seed=result.data["seed"]))
+
+
+def test_broadcast_choices_give_the_same_answer(cpu_client):
+    results = {b: run(cpu_client, rows=ROWS, partitions=6, broadcast=b, seed=8)
+               for b in ("auto", "true", "false")}
+    assert results["true"].data["join"] == "broadcast"
+    assert results["false"].data["join"] == "hash shuffle"
+    assert results["auto"].data["join"] == "hash shuffle"  # equal partition counts: shuffle
+    same_answer(results["auto"], results["true"])
+    same_answer(results["auto"], results["false"])
+
+
+def test_tables_are_generated_once_in_one_graph(cpu_client):
+    spec = daskgpu.get_pipeline("join-pipeline")
+    workload = spec.workload(CPU2, rows=ROWS, partitions=5, seed=3)
+    graph = dask.base.collections_to_expr(list(workload.collection.values())).optimize()
+    names = Counter(str(k[0] if isinstance(k, tuple) else k).rsplit("-", 1)[0]
+                    for k in graph.__dask_graph__())
+    assert names["join-left"] == 5 and names["join-right"] == 5
+    assert workload.elements == ROWS + ROWS // 10
+    assert workload.nbytes == 16 * workload.elements
+
+
+def test_generated_tables_have_the_promised_shape():
+    rows, match, seed = 123_457, 0.37, 9
+    left, right = pandas_tables(rows, match, seed, pieces=5)
+    left2, right2 = pandas_tables(rows, match, seed, pieces=2)
+    pd.testing.assert_frame_equal(left, left2)  # independent of the partitioning
+    pd.testing.assert_frame_equal(right, right2)
+    right_rows = rows // 10
+    assert len(left) == rows and len(right) == right_rows
+    assert list(left.dtypes) == [np.int64, np.float64]
+    assert list(right.dtypes) == [np.int64, np.float64]
+    assert sorted(right["key"]) == list(range(right_rows))  # unique keys 0..R-1
+    assert int((left["key"] < right_rows).sum()) == round(match * rows)
+    assert len(left.merge(right, on="key")) == round(match * rows)
+
+
+def test_wrong_answers_fail_verification(cpu_client):
+    spec = daskgpu.get_pipeline("join-pipeline")
+    workload = spec.workload(CPU2, rows=ROWS, partitions=5, seed=4)
+    raw = dict(zip(workload.collection,
+                   cpu_client.gather(cpu_client.compute(list(workload.collection.values()))),
+                   strict=True))
+    assert spec.verify(workload, raw).ok
+    assert not spec.verify(workload, dict(raw, joined_rows=raw["joined_rows"] + 1)).ok
+    aggregate = raw["aggregate"].copy()
+    aggregate.iloc[0, aggregate.columns.get_loc("x")] -= 1
+    assert not spec.verify(workload, dict(raw, aggregate=aggregate)).ok
+    sample = raw["joined_sample"]
+    assert not spec.verify(workload, dict(raw, joined_sample=sample.iloc[1:])).ok
+    changed = sample.copy()
+    changed.iloc[0, changed.columns.get_loc("y")] += 1.0
+    check = spec.verify(workload, dict(raw, joined_sample=changed))
+    assert not check.ok and "DIFFER" in check.detail
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [({"rows": 0}, "--rows 0: must be a positive integer"),
+     ({"rows": -5}, "--rows -5: must be a positive integer"),
+     ({"rows": 10**11}, "--rows .*at most"),
+     ({"match": 1.5}, "--match 1.5: must be between 0 and 1"),
+     ({"match": -0.1}, "--match -0.1: must be between 0 and 1"),
+     ({"match": "nan"}, "--match nan: must be a finite number"),
+     ({"partitions": 0}, "--partitions 0: must be a positive integer"),
+     ({"rows": 100, "partitions": 101}, "--partitions 101: more partitions than left rows "
+                                        r"\(--rows 100\)"),
+     ({"partitions": 10**8}, "--rows defaults to"),
+     ({"broadcast": "maybe"}, "--broadcast maybe: choose one of auto, true, false"),
+     ({"seed": -1}, "--seed -1: must be 0 or more"),
+     ({"size": 10}, "no parameter 'size'")],
+)
+def test_bad_parameters(params, message):
+    with pytest.raises(ParameterError, match=message) as info:
+        daskgpu.get_pipeline("join-pipeline").resolve(**params)
+    assert "\n" not in str(info.value)
+
+
+def test_cli_json_run():
+    proc = run_cli("run", "join-pipeline", "--rows", "100_000", "--match", "0.25",
+                   "--partitions", "3", "--seed", "7", "--cpu", "--workers", "2",
+                   "--no-dashboard", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verified"] is True, doc["verification"]
+    assert doc["value"]["joined_rows"] == 25_000
+    assert sum(doc["value"]["aggregate"]["count"]) == 25_000
+    assert doc["params"] == {"rows": 100_000, "match": 0.25, "partitions": 3,
+                             "broadcast": "auto", "seed": 7}
+    assert doc["data"]["seed"] == 7
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [(["--match", "1.5"], "--match"), (["--match", "x"], "must be a number"),
+     (["--rows", "0"], "--rows"), (["--broadcast", "maybe"], "auto, true, false"),
+     (["--rows", "10", "--partitions", "11"], "more partitions than left rows")],
+)
+def test_cli_bad_input_is_one_line(args, message):
+    proc = run_cli("run", "join-pipeline", *args, "--cpu", "--no-dashboard")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error:") and proc.stderr.count("\n") == 1, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
