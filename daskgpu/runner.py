@@ -76,7 +76,9 @@ def _compute(client, collection, backend: Backend, progress: bool):
             from distributed import progress as progress_bar
 
             progress_bar(futures)
-        results = [backends.to_host(r) for r in client.gather(futures)]
+        # One result() per future: an interrupted client.gather leaves an asyncio task whose
+        # exception is reported, with a traceback, at exit.
+        results = [backends.to_host(f.result()) for f in futures]
     finally:
         for future in futures:
             future.release()
