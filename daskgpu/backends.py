@@ -171,3 +171,18 @@ def scheduler_workers(client) -> dict:
     takes = "n_workers" in inspect.signature(client.scheduler_info).parameters
     info = client.scheduler_info(n_workers=-1) if takes else client.scheduler_info()
     return info.get("workers", {})
+
+
+def require_dataframe_library(backend: Backend, pipeline: str) -> None:
+    """Refuse, in one line with the install command, a GPU run where cuDF is missing.
+
+    Raises
+    ------
+    BackendUnavailable
+        When ``backend`` computes on cuDF and cuDF is not installed here.
+    """
+    if backend.dataframe_library == "cudf" and importlib.util.find_spec("cudf") is None:
+        raise BackendUnavailable(
+            f"{pipeline} on GPUs needs cuDF, not installed here; install it with: "
+            f"{GPU_INSTALL_HINT}, or run with --cpu"
+        )

@@ -27,6 +27,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
+from daskgpu import backends
 from daskgpu.errors import ParameterError
 from daskgpu.params import Param, bounded_float, choice, non_negative_int, positive_int
 from daskgpu.registry import Verification, Workload, pipeline
@@ -292,6 +293,7 @@ def verify(workload: Workload, raw: dict) -> Verification:
 )
 def prepare(backend, *, rows, match, partitions, broadcast, seed) -> Workload:
     """Build the lazy join, its aggregate, the exact row count and a sample to check."""
+    backends.require_dataframe_library(backend, "join-pipeline")
     rows = rows or default_rows(backend)
     _check_partitions(partitions, rows)
     partitions = partitions or default_partitions(rows, backend)

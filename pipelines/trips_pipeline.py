@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
+from daskgpu import backends, table_input
 from daskgpu import output as output_files
-from daskgpu import table_input
-from daskgpu.backends import GPU_INSTALL_HINT
-from daskgpu.errors import BackendUnavailable
 from daskgpu.kernels.haversine import haversine_km, haversine_numpy
 from daskgpu.params import Param, non_negative_int, optional_path, output_path, positive_int
 from daskgpu.registry import Verification, Workload, pipeline
@@ -177,11 +174,7 @@ def verify(workload: Workload, raw: dict) -> Verification:
 )
 def prepare(backend, *, rows, seed, input, output) -> Workload:
     """Build the lazy ETL over synthetic or input trips."""
-    if backend.dataframe_library == "cudf" and importlib.util.find_spec("cudf") is None:
-        raise BackendUnavailable(
-            f"trips-pipeline on GPUs needs cuDF, not installed here; install it with: "
-            f"{GPU_INSTALL_HINT}, or run with --cpu"
-        )
+    backends.require_dataframe_library(backend, "trips-pipeline")
     frame, described = _frame(backend, rows, seed, input)
     with_distance = frame.map_partitions(_with_distance)
     kept = ((with_distance["distance_km"] > 0) & (with_distance["fare"] > 0)).sum()

@@ -94,3 +94,12 @@ def test_trips_pipeline_on_cudf_matches_pandas(gpu_client, cpu_client):
     assert on_gpu.value["kept"] == on_cpu.value["kept"]
     np.testing.assert_allclose(on_gpu.value["table"]["fare_per_km"],
                                on_cpu.value["table"]["fare_per_km"], rtol=1e-9)
+
+
+def test_join_pipeline_on_cudf_matches_pandas(gpu_client, cpu_client):
+    pytest.importorskip("cudf")
+    params = dict(rows=1_000_000, match=0.3, seed=5)
+    on_gpu = daskgpu.run("join-pipeline", client=gpu_client, **params)
+    on_cpu = daskgpu.run("join-pipeline", client=cpu_client, **params)
+    assert on_gpu.backend == "gpu" and on_gpu.verified, on_gpu.verification
+    assert on_gpu.value["joined_rows"] == on_cpu.value["joined_rows"] == 300_000

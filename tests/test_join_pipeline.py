@@ -211,3 +211,11 @@ def test_cli_bad_input_is_one_line(args, message):
     assert proc.stderr.startswith("error:") and proc.stderr.count("\n") == 1, proc.stderr
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_gpu_backend_without_cudf_is_refused():
+    from daskgpu.errors import BackendUnavailable
+
+    gpu = Backend("gpu", "cupy", "cudf", workers=1, threads=1)
+    with pytest.raises(BackendUnavailable, match="join-pipeline on GPUs needs cuDF"):
+        daskgpu.get_pipeline("join-pipeline").workload(gpu, rows=100)
