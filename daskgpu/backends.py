@@ -78,12 +78,12 @@ def to_host(value):
     """
     if isinstance(value, dict):
         return {key: to_host(v) for key, v in value.items()}
-    if hasattr(value, "__cuda_array_interface__"):
+    if hasattr(value, "to_pandas"):  # cuDF (its Series also expose __cuda_array_interface__)
+        value = value.to_pandas()
+    elif hasattr(value, "__cuda_array_interface__"):
         import cupy
 
         value = cupy.asnumpy(value)
-    elif hasattr(value, "to_pandas"):
-        value = value.to_pandas()
     if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
         return value.item()
     return value

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from daskgpu.backends import to_host
+
 
 def _temporary_name(path: str) -> str:
     folder, name = os.path.split(os.path.abspath(path))
@@ -76,16 +78,8 @@ class NpyTarget:
 
     def __setitem__(self, key, value) -> None:
         mapped = np.lib.format.open_memmap(self.path, mode="r+")
-        mapped[key] = _host(value)
+        mapped[key] = to_host(value)
         mapped.flush()
-
-
-def _host(value):
-    if hasattr(value, "__cuda_array_interface__"):
-        import cupy
-
-        return cupy.asnumpy(value)
-    return value
 
 
 def store_array(arr, path: str):
@@ -98,7 +92,7 @@ def store_array(arr, path: str):
 
     temporary = _temporary_name(path)
     if path.lower().endswith(".zarr"):
-        write = da.to_zarr(arr.map_blocks(_host, meta=np.empty((0,) * arr.ndim, arr.dtype)),
+        write = da.to_zarr(arr.map_blocks(to_host, meta=np.empty((0,) * arr.ndim, arr.dtype)),
                            temporary, compute=False)
     else:
         np.lib.format.open_memmap(temporary, mode="w+", dtype=arr.dtype, shape=arr.shape)

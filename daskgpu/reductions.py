@@ -12,6 +12,8 @@ import math
 import dask.array as da
 import numpy as np
 
+from daskgpu.backends import to_host
+
 # Every level of the tree is a round trip between workers: keep it flat up to this width.
 MAX_FAN_IN = 64
 
@@ -42,16 +44,8 @@ def mean(arr: da.Array) -> da.Array:
 
 
 def _apply_to_block(block, block_func=None, width=1, ndim=1, result_dtype="float64", **kwargs):
-    result = np.asarray(_host(block_func(block, **kwargs)), dtype=result_dtype)
+    result = np.asarray(to_host(block_func(block, **kwargs)), dtype=result_dtype)
     return result.reshape((1,) * ndim + (width,))
-
-
-def _host(value):
-    if hasattr(value, "__cuda_array_interface__"):
-        import cupy
-
-        return cupy.asnumpy(value)
-    return value
 
 
 def per_block(arr: da.Array, func, width: int, dtype="float64", **kwargs) -> da.Array:

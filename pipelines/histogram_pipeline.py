@@ -10,6 +10,7 @@ import numpy as np
 from daskgpu import array_input, chunking, reductions, synthetic
 from daskgpu import config as daskgpu_config
 from daskgpu import output as output_files
+from daskgpu.backends import to_host
 from daskgpu.errors import ParameterError
 from daskgpu.kernels.histogram import histogram
 from daskgpu.params import (
@@ -79,14 +80,6 @@ def _block_finite_extent(block):
     if finite.size == 0:
         return [np.inf, -np.inf]
     return [float(finite.min()), float(finite.max())]
-
-
-def _host_block(block):
-    if hasattr(block, "__cuda_array_interface__"):
-        import cupy
-
-        return cupy.asnumpy(block)
-    return block
 
 
 def check(*, size, chunks, dtype, seed, distribution, bins, range, input, output) -> None:
@@ -165,7 +158,7 @@ def prepare(backend, *, size, chunks, dtype, seed, distribution, bins, range, in
     collection = dict(
         counts=per_block.sum(axis=reductions.grid_axes(per_block)),
         in_range=in_range.sum(),
-        sample=sample.map_blocks(_host_block),
+        sample=sample.map_blocks(to_host),
         sample_counts=sample_counts.sum(axis=reductions.grid_axes(sample_counts)),
     )
     edges = np.linspace(lo, hi, bins + 1)

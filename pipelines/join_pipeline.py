@@ -216,13 +216,8 @@ def tables(backend, rows: int, match: float, partitions: int, seed: int):
                          "right_partitions": right_parts}
 
 
-def _host(frame):
-    """A partition as pandas (cuDF partitions are copied to host memory on the worker)."""
-    return frame.to_pandas() if hasattr(frame, "to_pandas") else frame
-
-
 def _keys_below(frame, limit):
-    return _host(frame[frame["key"] < limit])
+    return backends.to_host(frame[frame["key"] < limit])
 
 
 def _row_count(frame):
@@ -310,7 +305,7 @@ def prepare(backend, *, rows, match, partitions, broadcast, seed) -> Workload:
     limit = sample_limit(sizes["right_rows"], sizes["matched"])
     parts = {
         "joined_rows": joined.map_partitions(_row_count, meta=pd.Series([], dtype="int64")).sum(),
-        "aggregate": totals.map_partitions(_host, meta=_host(totals._meta)),
+        "aggregate": totals.map_partitions(backends.to_host, meta=backends.to_host(totals._meta)),
         "left_sample": left.map_partitions(_keys_below, limit, meta=LEFT_META),
         "right_sample": right.map_partitions(_keys_below, limit, meta=RIGHT_META),
         "joined_sample": joined.map_partitions(_keys_below, limit, meta=JOINED_META),

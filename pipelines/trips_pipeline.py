@@ -110,10 +110,6 @@ def finish(table: pd.DataFrame) -> pd.DataFrame:
     return table[GROUP + ["trips", "fare_mean", "distance_mean_km", "fare_per_km"]]
 
 
-def _to_pandas(frame):
-    return frame.to_pandas() if hasattr(frame, "to_pandas") else frame
-
-
 def _frame(backend, rows, seed, input):
     library = backend.dataframe_library
     if input is not None:
@@ -181,11 +177,11 @@ def prepare(backend, *, rows, seed, input, output) -> Workload:
     table = with_distance.map_partitions(_aggregate).groupby(GROUP).sum()
     first = frame.partitions[0]
     collection = dict(
-        table=table.map_partitions(_to_pandas),
+        table=table.map_partitions(backends.to_host),
         kept=kept,
-        partition=first.map_partitions(_to_pandas),
+        partition=first.map_partitions(backends.to_host),
         partition_table=first.map_partitions(_with_distance).map_partitions(_aggregate)
-        .map_partitions(_to_pandas),
+        .map_partitions(backends.to_host),
         rows=frame.shape[0],
     )
     described["partitions"] = frame.npartitions
