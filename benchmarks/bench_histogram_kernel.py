@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numba
@@ -26,23 +25,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness import summary, timed  # noqa: E402
+
 from daskgpu.kernels.histogram import histogram  # noqa: E402
 
 TARGET = 4.0
 
 
-def timed(fn, repeat: int) -> tuple[list[float], object]:
-    result = fn()  # warm-up: compilation, first touch
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - began)
-    return times, result
-
-
-def summary(times: list[float]) -> str:
-    return f"median {statistics.median(times):.3f} s  (min {min(times):.3f}, max {max(times):.3f})"
 
 
 def main() -> int:

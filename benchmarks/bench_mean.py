@@ -30,22 +30,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness import summary, timed  # noqa: E402
+
 import daskgpu  # noqa: E402
 from daskgpu import clusters  # noqa: E402
-
-
-def timed(fn, repeat: int) -> list[float]:
-    fn()  # warm-up: imports, first-touch of worker memory
-    out = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - began)
-    return out
-
-
-def summary(times: list[float]) -> str:
-    return f"median {statistics.median(times):.3f} s  (min {min(times):.3f}, max {max(times):.3f})"
 
 
 def pipeline_compute(client, n: int) -> float:
@@ -64,8 +52,8 @@ def main() -> None:
     print(f"mean of {n} x {n} float64 ({n * n * 8 / 1e9:.2f} GB), {cores} cores, "
           f"dask {dask.__version__}, numpy {np.__version__}, repeat {repeat}\n")
 
-    numpy_t = timed(lambda: np.random.default_rng().random((n, n)).mean(), repeat)
-    threaded_t = timed(
+    numpy_t, _ = timed(lambda: np.random.default_rng().random((n, n)).mean(), repeat)
+    threaded_t, _ = timed(
         lambda: da.random.default_rng().random((n, n)).mean().compute(scheduler="threads"),
         repeat,
     )
@@ -81,7 +69,7 @@ def main() -> None:
             starts[label] = clusters.info(client).start_s
             results[label] = [pipeline_compute(client, n) for _ in range(repeat + 1)][1:]
             if label.startswith("2 workers"):
-                seed_t = timed(
+                seed_t, _ = timed(
                     lambda c=client: c.compute(
                         da.random.random((n, n), chunks=(1000, 1000)).mean()
                     ).result(),

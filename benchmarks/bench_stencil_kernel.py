@@ -18,7 +18,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numba
@@ -27,24 +26,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness import summary, timed  # noqa: E402
+
 from daskgpu.kernels import stencil  # noqa: E402
 
 TARGET = 2.0
 ALPHA = 0.2
 
 
-def timed(fn, repeat: int) -> tuple[list[float], object]:
-    result = fn()  # warm-up: compilation, first touch of memory
-    out = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        result = fn()
-        out.append(time.perf_counter() - began)
-    return out, result
-
-
-def summary(times: list[float]) -> str:
-    return f"median {statistics.median(times):.3f} s  (min {min(times):.3f}, max {max(times):.3f})"
 
 
 def main() -> None:
