@@ -186,3 +186,16 @@ def require_dataframe_library(backend: Backend, pipeline: str) -> None:
             f"{pipeline} on GPUs needs cuDF, not installed here; install it with: "
             f"{GPU_INSTALL_HINT}, or run with --cpu"
         )
+
+
+def from_pandas(frame, library: str):
+    """A pandas DataFrame as the partition type of ``library`` ("pandas" or "cudf").
+
+    Called on the workers, where synthetic partitions are built with NumPy and pandas; and in
+    the client for an empty meta frame, which dask-cudf needs to be a cuDF one.
+    """
+    if library == "cudf":
+        import cudf
+
+        return cudf.from_pandas(frame)
+    return frame

@@ -104,14 +104,6 @@ def _stream(seed: int, table: int, block: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(table, block)))
 
 
-def _as_library(frame: pd.DataFrame, library: str):
-    if library == "cudf":
-        import cudf
-
-        return cudf.from_pandas(frame)
-    return frame
-
-
 def left_frame(bounds, *, rows, right_rows, matched, seed, library="pandas"):
     """Rows ``bounds = (start, stop)`` of the left table (``key``, ``x``).
 
@@ -140,7 +132,7 @@ def left_frame(bounds, *, rows, right_rows, matched, seed, library="pandas"):
         lo, hi = max(start, b0), min(stop, b1)
         keys[lo - start : hi - start] = block_keys[lo - b0 : hi - b0]
         x[lo - start : hi - start] = block_x[lo - b0 : hi - b0]
-    return _as_library(pd.DataFrame({"key": keys, "x": x}), library)
+    return backends.from_pandas(pd.DataFrame({"key": keys, "x": x}), library)
 
 
 def right_frame(bounds, *, right_rows, multiplier, offset, seed, library="pandas"):
@@ -167,7 +159,7 @@ def right_frame(bounds, *, right_rows, multiplier, offset, seed, library="pandas
         block_y = _stream(seed, _RIGHT, block).random(b1 - b0)
         lo, hi = max(start, b0), min(stop, b1)
         y[lo - start : hi - start] = block_y[lo - b0 : hi - b0]
-    return _as_library(pd.DataFrame({"key": keys, "y": y}), library)
+    return backends.from_pandas(pd.DataFrame({"key": keys, "y": y}), library)
 
 
 def _bounds(total: int, parts: int) -> list[tuple[int, int]]:
@@ -198,11 +190,9 @@ def tables(backend, rows: int, match: float, partitions: int, seed: int):
     matched = matched_rows(rows, match)
     right_parts = min(partitions, right_rows)
     multiplier, offset = permutation(seed, right_rows)
-    left_meta, right_meta = LEFT_META, RIGHT_META
-    if library == "cudf":  # the collections' meta must have the partitions' type
-        import cudf
-
-        left_meta, right_meta = cudf.from_pandas(LEFT_META), cudf.from_pandas(RIGHT_META)
+    # the collections' meta must have the partitions' type
+    left_meta = backends.from_pandas(LEFT_META, library)
+    right_meta = backends.from_pandas(RIGHT_META, library)
     left = dd.from_map(
         left_frame, _bounds(rows, partitions), meta=left_meta, label="join-left",
         rows=rows, right_rows=right_rows, matched=matched, seed=seed, library=library,

@@ -71,11 +71,7 @@ def synthetic_partition(spec: tuple[int, int, int], library: str = "pandas"):
     same = rng.random(rows) < 0.005
     frame.loc[same, "dropoff_lat"] = frame.loc[same, "pickup_lat"]
     frame.loc[same, "dropoff_lon"] = frame.loc[same, "pickup_lon"]
-    if library == "cudf":
-        import cudf
-
-        return cudf.from_pandas(frame)
-    return frame
+    return backends.from_pandas(frame, library)
 
 
 def _meta(library: str):
