@@ -23,8 +23,10 @@ def _seconds(value) -> str:
 def _value(value) -> str:
     if isinstance(value, dict):
         return "\n".join(f"{key}: {_value(v)}" for key, v in value.items())
+    if isinstance(value, (list, tuple)) and len(value) > 8:
+        value = np.asarray(value)
     if isinstance(value, np.ndarray) and value.size > 8:
-        return f"{value.size} values, sum {value.sum():.10g}"
+        return f"{value.size} values (see --json)"
     if isinstance(value, (float, np.floating)):
         return f"{value:.10g}"
     if isinstance(value, np.ndarray):
