@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 import click
 from rich.console import Console
@@ -18,7 +19,7 @@ from rich.table import Table
 import daskgpu
 from daskgpu import clusters, devices, registry, report, runner
 from daskgpu.errors import DaskGPUError, ParameterError
-from daskgpu.params import Param
+from daskgpu.params import Param, output_path
 
 EXIT_VERIFY_FAILED = 1
 EXIT_USAGE = 2
@@ -71,6 +72,15 @@ def _pipeline_options(spec: registry.Pipeline) -> list[click.Option]:
     return options
 
 
+def _report_path(ctx, option, value):
+    if value is None:
+        return None
+    try:
+        return output_path((".html",))(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, option) from None
+
+
 def _cluster_options() -> list[click.Option]:
     o = click.Option
     return [
@@ -94,6 +104,11 @@ def _cluster_options() -> list[click.Option]:
         o(["--protocol"], type=click.Choice(["tcp", "ucx"]), default="tcp", show_default=True,
           help="Communication protocol between GPU workers."),
         o(["--json", "as_json"], is_flag=True, help="Print one JSON object instead of a table."),
+        o(["--report"], metavar="FILE.html", callback=_report_path,
+          help="Save Dask's performance report of the run (task stream, profile, bandwidth) "
+          "as a self-contained HTML file."),
+        o(["--keep-open"], is_flag=True,
+          help="After the run, keep the cluster and its dashboard up until Ctrl-C."),
         o(["--quiet", "-q"], is_flag=True, help="No progress bar or notices."),
     ]
 
@@ -107,6 +122,8 @@ _CLUSTER_KEYS = (
 def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
     as_json = kwargs.pop("as_json")
     quiet = kwargs.pop("quiet")
+    report_path = kwargs.pop("report")
+    keep_open = kwargs.pop("keep_open")
     dashboard = not kwargs.pop("no_dashboard")
     options = {k: kwargs.pop(k) for k in _CLUSTER_KEYS}
     params = {k: v for k, v in kwargs.items() if v is not None}
@@ -121,13 +138,26 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
         if not quiet and not as_json:
             err.print(f"Dashboard: {meta.dashboard or 'off'}", highlight=False)
         progress = sys.stdout.isatty() and not (quiet or as_json)
-        result = runner.run(spec, client, progress=progress, **params)
-    if as_json:
-        click.echo(report.as_json(result))
-    else:
-        report.show(result)
+        result = runner.run(spec, client, progress=progress, report=report_path, **params)
+        if as_json:
+            click.echo(report.as_json(result))
+        else:
+            report.show(result)
+        if keep_open:
+            _wait_for_ctrl_c(err, meta.dashboard)
     if not result.verified:
         raise SystemExit(EXIT_VERIFY_FAILED)
+
+
+def _wait_for_ctrl_c(err: Console, dashboard: str | None) -> None:
+    err.print(f"Keeping the cluster open (dashboard: {dashboard or 'off'}); press Ctrl-C to "
+              "close it.", highlight=False)
+    sys.stdout.flush()
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        err.print("Closing the cluster.", highlight=False)
 
 
 class RunGroup(click.Group):

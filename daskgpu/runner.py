@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -90,6 +91,7 @@ def run(
     client=None,
     backend: Backend | None = None,
     progress: bool = False,
+    report: str | None = None,
     **params: Any,
 ) -> RunResult:
     """Build, compute and verify a pipeline on a cluster.
@@ -104,6 +106,9 @@ def run(
         Default: asked of the client's workers.
     progress : bool
         Show Dask's progress bar while computing (for terminals).
+    report : str, optional
+        Save Dask's performance report of the computation (task stream, worker profile,
+        bandwidth) to this self-contained HTML file.
     **params
         Pipeline parameters; the rest take their defaults.
 
@@ -123,7 +128,13 @@ def run(
         workload = spec.workload(backend, **resolved)
     t1 = time.perf_counter()
     try:
-        raw = _compute(client, workload.collection, backend, progress)
+        with contextlib.ExitStack() as stack:
+            if report is not None:
+                from distributed import performance_report
+
+                temporary = stack.enter_context(output.atomic(report))
+                stack.enter_context(performance_report(filename=temporary, mode="inline"))
+            raw = _compute(client, workload.collection, backend, progress)
     except BaseException:
         for temporary, _final in workload.outputs:
             output.discard(temporary)

@@ -1,0 +1,95 @@
+"""Watching a run: the performance report, and a cluster kept open for its dashboard."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import psutil
+from conftest import ROOT, run_cli
+
+
+def test_report_is_a_self_contained_html_file_naming_the_tasks(tmp_path):
+    target = tmp_path / "run.html"
+    proc = run_cli("run", "mean-pipeline", "--size", "2000", "--workers", "2", "--no-dashboard",
+                   "--json", "--report", str(target))
+    assert proc.returncode == 0, proc.stderr
+    html = target.read_text()
+    assert html.lstrip().lower().startswith("<!doctype html")
+    assert "Task Stream" in html
+    assert "sum-aggregate" in html  # the mean's final reduction, from the task stream
+    assert not re.search(r"<script[^>]+src=", html)  # bokeh inlined, no CDN
+    assert [p.name for p in tmp_path.iterdir()] == ["run.html"]
+
+
+def test_report_path_is_checked_before_running(tmp_path):
+    proc = run_cli("run", "mean-pipeline", "--report", str(tmp_path / "nodir" / "r.html"))
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    proc = run_cli("run", "mean-pipeline", "--report", str(tmp_path / "r.txt"))
+    assert proc.returncode == 2 and ".html" in proc.stderr
+
+
+def _get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.read().decode()
+
+
+def test_keep_open_serves_the_dashboard_until_ctrl_c(tmp_path):
+    err_path = tmp_path / "stderr"
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "cli.py"), "run", "mean-pipeline", "--size", "2000",
+             "--workers", "2", "--threads-per-worker", "1", "--dashboard-address",
+             "127.0.0.1:0", "--json", "--keep-open"],
+            stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
+    try:
+        line = proc.stdout.readline()
+        doc = json.loads(line)
+        link = doc["dashboard"]
+        assert link.startswith("http://127.0.0.1:") and doc["verified"] is True
+        deadline = time.monotonic() + 20
+        while "press Ctrl-C" not in err_path.read_text():
+            assert time.monotonic() < deadline, err_path.read_text()
+            time.sleep(0.1)
+        assert proc.poll() is None  # still open after the result was printed
+        status, _ = _get(link)
+        assert status == 200
+        base = link.rsplit("/", 1)[0]
+        status, page = _get(f"{base}/info/main/workers.html")
+        assert status == 200
+        workers = {w["address"] for w in doc["workers"]}
+        assert len(workers) == 2 and all(address in page for address in workers)
+        children = [(c.pid, c.create_time()) for c in psutil.Process(proc.pid).children(True)]
+        assert len(children) >= 2
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0, err_path.read_text()
+        deadline = time.monotonic() + 10
+        while any(_alive(pid, made) for pid, made in children) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(pid, made) for pid, made in children)
+        assert "Traceback" not in err_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _alive(pid: int, made: float) -> bool:
+    try:
+        p = psutil.Process(pid)
+        return p.create_time() == made and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_keep_open_is_off_by_default():
+    began = time.monotonic()
+    proc = run_cli("run", "mean-pipeline", "--size", "1000", "--workers", "1", "--no-dashboard",
+                   "-q")
+    assert proc.returncode == 0 and time.monotonic() - began < 60
+    assert "press Ctrl-C" not in proc.stderr
