@@ -13,7 +13,7 @@ from daskgpu.runner import RunResult
 
 
 def _gib(nbytes) -> str:
-    return f"{nbytes / 2**30:.1f} GiB" if nbytes else "-"
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes else "-"
 
 
 def _seconds(value) -> str:
@@ -47,6 +47,16 @@ def _worker_lines(workers: list[dict]) -> str:
     return f"{len(workers)} workers, {threads} threads, {_gib(memory)} memory limit"
 
 
+def _peak_lines(workers: list[dict]) -> str:
+    lines = []
+    for w in workers:
+        line = f"{w['name']}: host {_gib(w.get('host_peak_bytes'))}"
+        if w.get("device_peak_bytes") is not None:
+            line += f", device {_gib(w['device_peak_bytes'])}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def table(result: RunResult) -> Table:
     """A two-column rich table of a run."""
     t = Table(title=f"daskgpu run: {result.pipeline}", show_header=False, title_justify="left")
@@ -57,6 +67,8 @@ def table(result: RunResult) -> Table:
     if result.devices:
         t.add_row("devices", _device_lines(result.devices))
     t.add_row("workers", _worker_lines(result.workers))
+    if any("host_peak_bytes" in w for w in result.workers):
+        t.add_row("peak memory", _peak_lines(result.workers))
     for key, item in result.data.items():
         if isinstance(item, (list, tuple)):
             item = (" x " if key in ("shape", "chunks") else " to ").join(map(str, item))

@@ -9,7 +9,7 @@ from typing import Any
 
 import dask
 
-from daskgpu import backends, clusters, output, registry
+from daskgpu import backends, clusters, memory, output, registry
 from daskgpu.backends import Backend
 from daskgpu.errors import ClusterError
 from daskgpu.registry import Pipeline
@@ -38,7 +38,7 @@ class RunResult:
         return asdict(self)
 
 
-def _workers(client) -> list[dict]:
+def _workers(client, peaks: dict) -> list[dict]:
     info = backends.scheduler_workers(client)
     out = []
     for address, w in sorted(info.items()):
@@ -48,6 +48,7 @@ def _workers(client) -> list[dict]:
                 "name": str(w.get("name")),
                 "nthreads": w.get("nthreads"),
                 "memory_limit": w.get("memory_limit"),
+                **peaks.get(address, {}),
             }
         )
     return out
@@ -126,6 +127,7 @@ def run(
     t0 = time.perf_counter()
     with dask.config.set(scheduler=client):  # a pipeline's preparatory passes run there too
         workload = spec.workload(backend, **resolved)
+    marks = memory.start(client)
     t1 = time.perf_counter()
     try:
         with contextlib.ExitStack() as stack:
@@ -141,6 +143,7 @@ def run(
         raise
     for temporary, final in workload.outputs:
         output.commit(temporary, final)
+    peaks = memory.peaks(client, marks)
     value = workload.present(workload, raw) if workload.present else raw
     if workload.save is not None:
         workload.save(workload, value)
@@ -162,7 +165,7 @@ def run(
         pipeline=spec.name,
         backend=backend.name,
         devices=[d.as_dict() for d in backend.devices],
-        workers=_workers(client),
+        workers=_workers(client, peaks),
         params=resolved,
         data=workload.description,
         value=value,
