@@ -130,14 +130,17 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
     spec.resolve(**params)  # fail on a bad value before anything starts
     err = Console(stderr=True, soft_wrap=True)  # a notice is one line, even when piped
     plan = clusters.plan(dashboard=dashboard, **options)
+    talk = not (quiet or as_json)
     if not quiet:
         for note in plan.notices:
             err.print(note, highlight=False)
+    if talk:
+        err.print(f"{clusters.describe(plan)}...", highlight=False)
     with clusters.start(plan) as client:
         meta = clusters.info(client)
-        if not quiet and not as_json:
+        if talk:
             err.print(f"Dashboard: {meta.dashboard or 'off'}", highlight=False)
-        progress = sys.stdout.isatty() and not (quiet or as_json)
+        progress = sys.stdout.isatty() and talk
         result = runner.run(spec, client, progress=progress, report=report_path, **params)
         if as_json:
             click.echo(report.as_json(result))

@@ -58,6 +58,17 @@ class ClusterPlan:
     notices: list[str] = field(default_factory=list)
 
 
+def describe(p: ClusterPlan) -> str:
+    """What starting the plan will do, in a few words (for a progress message)."""
+    if p.kind == "external":
+        target = p.options.get("address") or f"the scheduler in {p.options['scheduler_file']}"
+        return f"Connecting to {target}"
+    if p.kind == "gpu":
+        gpus = ", ".join(d.label for d in p.devices)
+        return f"Starting {len(p.devices)} GPU worker(s) on GPU {gpus}"
+    return f"Starting {p.n_workers} CPU worker(s) x {p.threads_per_worker} thread(s)"
+
+
 @dataclass
 class ClusterInfo:
     """What daskgpu knows about a client it connected: for reports."""

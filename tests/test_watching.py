@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -93,3 +94,47 @@ def test_keep_open_is_off_by_default():
                    "-q")
     assert proc.returncode == 0 and time.monotonic() - began < 60
     assert "press Ctrl-C" not in proc.stderr
+
+
+def _run_in_pty(*args: str) -> str:
+    """Run the CLI with a pseudo-terminal as stdout and stderr; return everything it wrote."""
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *args], stdout=follower,
+                            stderr=follower, cwd=ROOT)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # the follower side closed: the process is done
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(leader)
+    assert proc.returncode == 0, b"".join(chunks).decode(errors="replace")
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_bar_on_a_terminal_only():
+    shown = _run_in_pty("run", "mean-pipeline", "--size", "4000", "--chunks", "500",
+                        "--workers", "2", "--no-dashboard")
+    assert "% Completed" in shown and "Starting 2 CPU worker(s)" in shown
+    quiet = _run_in_pty("run", "mean-pipeline", "--size", "4000", "--chunks", "500",
+                        "--workers", "2", "--no-dashboard", "--quiet")
+    assert "% Completed" not in quiet
+    as_json = _run_in_pty("run", "mean-pipeline", "--size", "4000", "--workers", "2",
+                          "--no-dashboard", "--json")
+    assert "% Completed" not in as_json and "Starting" not in as_json
+    lines = [line for line in as_json.splitlines() if line.startswith("{")]
+    assert json.loads(lines[0])["verified"] is True
+
+
+def test_piped_output_is_only_the_result():
+    proc = run_cli("run", "mean-pipeline", "--size", "3000", "--workers", "2", "--no-dashboard")
+    assert proc.returncode == 0
+    assert "% Completed" not in proc.stdout + proc.stderr
+    assert proc.stdout.lstrip().startswith("daskgpu run: mean-pipeline")
