@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 import daskgpu
+from daskgpu import bench as benchmarks
 from daskgpu import clusters, devices, registry, report, runner
 from daskgpu.errors import DaskGPUError, ParameterError
 from daskgpu.params import Param, output_path
@@ -194,6 +195,104 @@ class RunGroup(click.Group):
         return super().resolve_command(ctx, args)
 
 
+def _file_option(suffix: str):
+    """A click callback: a file to write, named ``*suffix``, in a directory that exists."""
+
+    def callback(ctx, option, value):
+        if value is None:
+            return None
+        try:
+            path = output_path((suffix,))(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, option) from None
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path,
+                                                                                    os.W_OK)):
+            raise click.BadParameter(f"{path} is not writable", ctx, option)
+        return path
+
+    return callback
+
+
+_RUN_ONLY = {"as_json", "report", "keep_open"}
+
+
+def _bench_options() -> list[click.Option]:
+    o = click.Option
+    cluster = [c for c in _cluster_options() if c.name not in _RUN_ONLY]
+    return cluster + [
+        o(["--repeat"], type=int, default=5, show_default=True,
+          help="Timed runs on each cluster (at least 1)."),
+        o(["--warmup"], type=int, default=1, show_default=True,
+          help="Untimed runs before them (compilation, first touch of memory)."),
+        o(["--sweep"], is_flag=True,
+          help="Strong scaling: 1, 2, ..., N devices (the selected GPUs, or --workers CPU "
+          "workers of one thread; default one per core), one cluster after another."),
+        o(["--weak"], is_flag=True,
+          help="With --sweep: grow the problem with the device count (weak scaling)."),
+        o(["--json", "json_path"], metavar="FILE", callback=_file_option(".json"),
+          help="Write every measurement, the hardware and library versions as JSON."),
+        o(["--plot"], metavar="FILE.png", callback=_file_option(".png"),
+          help="Draw throughput and efficiency against device count (PNG)."),
+    ]
+
+
+def _bench_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
+    quiet = kwargs.pop("quiet")
+    dashboard = not kwargs.pop("no_dashboard")
+    knobs = {k: kwargs.pop(k) for k in ("repeat", "warmup", "sweep", "weak", "json_path", "plot")}
+    options = {k: kwargs.pop(k) for k in _CLUSTER_KEYS}
+    options["dashboard"] = dashboard
+    params = {k: v for k, v in kwargs.items() if v is not None}
+    err = Console(stderr=True, soft_wrap=True)
+
+    def progress(text):
+        if not quiet:
+            err.print(text, highlight=False)
+
+    result = benchmarks.bench(spec.name, params, options, knobs["repeat"], knobs["warmup"],
+                              sweep=knobs["sweep"], weak=knobs["weak"], progress=progress)
+    if not quiet:
+        for note in result.notices:
+            err.print(note, highlight=False)
+    _print_wide(benchmarks.table(result))
+    if knobs["json_path"]:
+        benchmarks.write_json(result, knobs["json_path"])
+    if knobs["plot"]:
+        benchmarks.write_plot(result, knobs["plot"])
+    if not result.verified:
+        raise SystemExit(EXIT_VERIFY_FAILED)
+
+
+def _print_wide(t: Table) -> None:
+    console = Console()
+    if not console.is_terminal:  # piped: never cut the numbers
+        wide = console.measure(t, options=console.options.update_width(10_000)).maximum
+        console = Console(width=max(console.width, wide))
+    console.print(t)
+
+
+class BenchGroup(RunGroup):
+    """``bench NAME``: the options of ``run NAME`` plus repeat, warm-up, sweep and outputs."""
+
+    def get_command(self, ctx, name):
+        """A bench command for pipeline ``name``, or None."""
+        if name not in registry.names():
+            return None
+        spec = registry.get(name)
+
+        def callback(**kwargs):
+            _bench_pipeline(spec, kwargs)
+
+        return click.Command(
+            name,
+            callback=callback,
+            params=_pipeline_options(spec) + _bench_options(),
+            help=f"Benchmark: {spec.summary}",
+            short_help=spec.summary,
+        )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(daskgpu.__version__, prog_name="daskgpu")
 def app():
@@ -201,6 +300,12 @@ def app():
 
 
 app.add_command(RunGroup("run", help="Run a pipeline: run NAME [options]; see `list`."))
+app.add_command(BenchGroup(
+    "bench",
+    help="Benchmark a pipeline: bench NAME [options] --repeat R --warmup W [--sweep [--weak]] "
+    "[--json FILE] [--plot FILE.png]; min/median/max compute time, throughput, and the ratio "
+    "to the pipeline's one-process baseline.",
+))
 
 
 @app.command("list")

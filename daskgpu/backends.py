@@ -89,6 +89,17 @@ def to_host(value):
     return value
 
 
+def synchronize(backend: Backend) -> None:
+    """Wait for the current GPU's queued work (for timing); nothing on CPU.
+
+    Call it only on a worker: it creates a CUDA context where it runs.
+    """
+    if backend.is_gpu:
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+
+
 def gpu_stack_missing() -> list[str]:
     """Names of the GPU libraries (cupy, dask_cuda) that are not installed here."""
     needed = ("cupy", "dask_cuda")

@@ -68,7 +68,12 @@ class Verification:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A named workload with typed parameters, a graph builder and its own answer check."""
+    """A named workload with typed parameters, a graph builder and its own answer check.
+
+    ``baseline(backend, **resolved_params) -> float``, when given, is the same computation in
+    one process without Dask (NumPy/pandas on CPU, CuPy/cuDF on one GPU worker), on the same data
+    or the same size; it returns the seconds of the computation alone (see :mod:`daskgpu.bench`).
+    """
 
     name: str
     summary: str
@@ -76,6 +81,7 @@ class Pipeline:
     prepare: Callable[..., Workload]
     verify: Callable[[Workload, Any], Verification]
     check: Callable[..., None] | None = None
+    baseline: Callable[..., float] | None = None
 
     def param(self, name: str) -> Param:
         """The declared parameter called ``name``."""
@@ -136,15 +142,19 @@ def pipeline(
     params: tuple[Param, ...] | list[Param],
     verify: Callable[[Workload, Any], Verification],
     check: Callable[..., None] | None = None,
+    *,
+    baseline: Callable[..., float] | None = None,
 ) -> Callable[[Callable[..., Workload]], Pipeline]:
     """Register the decorated ``prepare(backend, **params) -> Workload`` as a pipeline.
 
     ``verify(workload, value)`` checks the answer; the optional ``check(**params)`` refuses bad
     parameters that need more than a parser (an unreadable input file) before a cluster starts.
+    The optional ``baseline(backend, **params) -> float`` times the same computation in one
+    process without Dask, for ``cli.py bench``; on GPU it runs on one worker, never the client.
     """
 
     def register(prepare: Callable[..., Workload]) -> Pipeline:
-        spec = Pipeline(name, summary, tuple(params), prepare, verify, check)
+        spec = Pipeline(name, summary, tuple(params), prepare, verify, check, baseline)
         if name in _REGISTRY and _REGISTRY[name].prepare is not prepare:
             raise ValueError(f"pipeline {name!r} is registered twice")
         _REGISTRY[name] = spec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import dask
@@ -11,6 +12,7 @@ from daskgpu import array_input, chunking, reductions, synthetic
 from daskgpu import config as daskgpu_config
 from daskgpu import output as output_files
 from daskgpu.backends import to_host
+from daskgpu.bench import time_call
 from daskgpu.errors import ParameterError
 from daskgpu.kernels.histogram import histogram
 from daskgpu.params import (
@@ -138,12 +140,35 @@ def verify(workload: Workload, raw: dict) -> Verification:
     )
 
 
+def baseline(backend, *, size, chunks, dtype, seed, distribution, bins, range, input,
+             output) -> float:
+    """Seconds of ``numpy.histogram`` (``cupy.histogram`` on a GPU worker) of the same values.
+
+    The values are generated (or read) here first, untimed, as are the default range's min and
+    max, which the pipeline also finds before its timed compute.
+    """
+    data, _ = _data(backend, size, chunks, dtype, seed, distribution, input)
+    values = data.compute(scheduler="sync").ravel()
+    xp = importlib.import_module(backend.array_library)
+    if range is not None:
+        lo, hi = range
+    else:
+        finite = values[xp.isfinite(values)]
+        if finite.size == 0:
+            raise ParameterError("the data holds no finite value to take a range from")
+        lo, hi = float(finite.min()), float(finite.max())
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+    return time_call(backend, lambda: xp.histogram(values, bins=bins, range=(lo, hi)))
+
+
 @pipeline(
     "histogram-pipeline",
     "Histogram of a large array (numpy.histogram semantics) with a custom kernel per chunk",
     PARAMS,
     verify,
     check,
+    baseline=baseline,
 )
 def prepare(backend, *, size, chunks, dtype, seed, distribution, bins, range, input,
             output) -> Workload:

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from daskgpu import backends
+from daskgpu.bench import time_call
 from daskgpu.errors import ParameterError
 from daskgpu.params import Param, bounded_float, choice, non_negative_int, positive_int
 from daskgpu.registry import Verification, Workload, pipeline
@@ -268,6 +269,37 @@ def verify(workload: Workload, raw: dict) -> Verification:
     )
 
 
+def pandas_tables(rows: int, match: float, seed: int, partitions: int):
+    """The pipeline's two tables, generated partition by partition here and concatenated."""
+    right_rows = right_size(rows)
+    matched = matched_rows(rows, match)
+    a, b = permutation(seed, right_rows)
+    left = pd.concat([left_frame(bounds, rows=rows, right_rows=right_rows, matched=matched,
+                                 seed=seed) for bounds in _bounds(rows, partitions)],
+                     ignore_index=True)
+    right = pd.concat([right_frame(bounds, right_rows=right_rows, multiplier=a, offset=b,
+                                   seed=seed)
+                       for bounds in _bounds(right_rows, min(partitions, right_rows))],
+                      ignore_index=True)
+    return left, right
+
+
+def baseline(backend, *, rows, match, partitions, broadcast, seed) -> float:
+    """Seconds of one ``merge`` and the aggregate on the same tables, in one process.
+
+    pandas on CPU, cuDF on a GPU worker. The tables are generated here first, untimed (the
+    pipeline's compute also generates them on the workers).
+    """
+    rows = rows or default_rows(backend)
+    partitions = partitions or default_partitions(rows, backend)
+    if seed is None:
+        seed = int(np.random.SeedSequence().generate_state(1)[0])
+    left, right = pandas_tables(rows, match, seed, partitions)
+    left = backends.from_pandas(left, backend.dataframe_library)
+    right = backends.from_pandas(right, backend.dataframe_library)
+    return time_call(backend, lambda: aggregate(left.merge(right, on="key", how="inner")))
+
+
 @pipeline(
     "join-pipeline",
     "Inner join of two synthetic tables (shuffle-heavy, like dask-cuda's merge benchmark) "
@@ -275,6 +307,7 @@ def verify(workload: Workload, raw: dict) -> Verification:
     PARAMS,
     verify,
     check,
+    baseline=baseline,
 )
 def prepare(backend, *, rows, match, partitions, broadcast, seed) -> Workload:
     """Build the lazy join, its aggregate, the exact row count and a sample to check."""

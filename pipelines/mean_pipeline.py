@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
 
 from daskgpu import array_input, chunking, reductions, synthetic
 from daskgpu import config as daskgpu_config
+from daskgpu.bench import time_call
 from daskgpu.params import Param, choice, chunks, non_negative_int, optional_path, positive_int
 from daskgpu.registry import Verification, Workload, pipeline
 
@@ -75,12 +77,28 @@ def check(*, size, chunks, dtype, seed, input) -> None:
     chunking.check_axes(chunks, shape)
 
 
+def baseline(backend, *, size, chunks, dtype, seed, input) -> float:
+    """Seconds of the same mean in one process: ``default_rng().random((n, n)).mean()``.
+
+    The pipeline draws its random values inside the timed compute, so this does too (NumPy, one
+    thread; CuPy on a GPU worker). For an ``input``, the mean of the file read block by block.
+    """
+    if input is not None:
+        source = array_input.open_array(input)
+        return time_call(backend, lambda: array_input.blockwise_sums(source))
+    xp = importlib.import_module(backend.array_library)
+    n = size or default_size(backend, np.dtype(dtype).itemsize)
+    rng = xp.random.default_rng(seed)
+    return time_call(backend, lambda: float(rng.random((n, n), dtype=dtype).mean()))
+
+
 @pipeline(
     "mean-pipeline",
     "Mean of a large n x n random array (or of a .npy/Zarr input), verified",
     PARAMS,
     verify,
     check,
+    baseline=baseline,
 )
 def prepare(backend, *, size, chunks, dtype, seed, input) -> Workload:
     """Build the lazy mean of a random array, or of ``input``."""

@@ -11,6 +11,7 @@ import numpy as np
 from daskgpu import chunking, reductions
 from daskgpu import config as daskgpu_config
 from daskgpu import output as output_files
+from daskgpu.bench import time_call
 from daskgpu.errors import ParameterError
 from daskgpu.kernels.stencil import heat_step_numpy, heat_steps
 from daskgpu.params import (
@@ -166,12 +167,35 @@ def verify(workload: Workload, raw: dict) -> Verification:
     )
 
 
+def baseline(backend, *, size, chunks, steps, alpha, steps_per_exchange, dtype,
+             output) -> float:
+    """Seconds of ``steps`` NumPy slicing steps (CuPy on a GPU worker) on the same initial grid.
+
+    The grid u0 is made here, untimed, padded with the fixed zero boundary; each step is
+    :func:`daskgpu.kernels.stencil.heat_step_numpy`.
+    """
+    xp = importlib.import_module(backend.array_library)
+    dtype = np.dtype(dtype)
+    n = size or default_size(backend, dtype.itemsize)
+    axis = xp.sin(math.pi * xp.arange(1, n + 1, dtype=np.float64) / (n + 1))
+    u0 = xp.pad((axis[:, None] * axis[None, :]).astype(dtype), 1)
+
+    def run():
+        u = u0
+        for _ in range(steps):
+            u = heat_step_numpy(u, alpha)
+        return u
+
+    return time_call(backend, run)
+
+
 @pipeline(
     "stencil-pipeline",
     "2-D heat diffusion: explicit 5-point stencil kernel, halo exchange, temporal blocking",
     PARAMS,
     verify,
     check,
+    baseline=baseline,
 )
 def prepare(backend, *, size, chunks, steps, alpha, steps_per_exchange, dtype,
             output) -> Workload:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from daskgpu import backends, table_input
 from daskgpu import output as output_files
+from daskgpu.bench import time_call
 from daskgpu.kernels.haversine import haversine_km, haversine_numpy
 from daskgpu.params import Param, non_negative_int, optional_path, output_path, positive_int
 from daskgpu.registry import Verification, Workload, pipeline
@@ -106,6 +107,18 @@ def finish(table: pd.DataFrame) -> pd.DataFrame:
     return table[GROUP + ["trips", "fare_mean", "distance_mean_km", "fare_per_km"]]
 
 
+def partition_specs(backend, rows, seed) -> tuple[int, int, list[tuple[int, int, int]]]:
+    """Rows, seed and the ``(number, rows, seed)`` of each synthetic partition, defaults filled."""
+    rows = rows or (GPU_DEFAULT_ROWS if backend.is_gpu else CPU_DEFAULT_ROWS)
+    if seed is None:
+        seed = int(np.random.SeedSequence().generate_state(1)[0])
+    slots = max(1, backend.threads)
+    partitions = max(slots, math.ceil(rows / ROWS_PER_PARTITION))
+    partitions = min(rows, math.ceil(partitions / slots) * slots)
+    sizes = [rows // partitions + (1 if i < rows % partitions else 0) for i in range(partitions)]
+    return rows, seed, [(i, size, seed) for i, size in enumerate(sizes)]
+
+
 def _frame(backend, rows, seed, input):
     library = backend.dataframe_library
     if input is not None:
@@ -116,14 +129,7 @@ def _frame(backend, rows, seed, input):
             frame = dd.read_csv(list(source.files), usecols=list(COLUMNS),
                                 parse_dates=["pickup_time"])
         return frame, {"source": input, "format": source.kind, "rows": source.rows}
-    rows = rows or (GPU_DEFAULT_ROWS if backend.is_gpu else CPU_DEFAULT_ROWS)
-    if seed is None:
-        seed = int(np.random.SeedSequence().generate_state(1)[0])
-    slots = max(1, backend.threads)
-    partitions = max(slots, math.ceil(rows / ROWS_PER_PARTITION))
-    partitions = min(rows, math.ceil(partitions / slots) * slots)
-    sizes = [rows // partitions + (1 if i < rows % partitions else 0) for i in range(partitions)]
-    specs = [(i, size, seed) for i, size in enumerate(sizes)]
+    rows, seed, specs = partition_specs(backend, rows, seed)
     frame = dd.from_map(synthetic_partition, specs, library=library, meta=_meta(library),
                         enforce_metadata=False)
     return frame, {"source": "synthetic", "seed": seed, "rows": rows}
@@ -157,12 +163,45 @@ def verify(workload: Workload, raw: dict) -> Verification:
     )
 
 
+def _read_pandas(path: str) -> pd.DataFrame:
+    source = table_input.open_table(path, COLUMNS)
+    if source.kind == "parquet":
+        return pd.concat([pd.read_parquet(f, columns=list(COLUMNS)) for f in source.files],
+                         ignore_index=True)
+    return pd.concat([pd.read_csv(f, usecols=list(COLUMNS), parse_dates=["pickup_time"])
+                      for f in source.files], ignore_index=True)
+
+
+def _pandas_etl(frame: pd.DataFrame) -> pd.DataFrame:
+    distance = haversine_numpy(frame["pickup_lat"].to_numpy(), frame["pickup_lon"].to_numpy(),
+                               frame["dropoff_lat"].to_numpy(), frame["dropoff_lon"].to_numpy())
+    return finish(_aggregate(frame.assign(distance_km=distance)))
+
+
+def baseline(backend, *, rows, seed, input, output) -> float:
+    """Seconds of the same ETL in one process on the same trips, concatenated.
+
+    pandas with NumPy's haversine on CPU; cuDF with the CUDA haversine kernel on a GPU worker.
+    The trips are generated (the same partitions, for the run's seed) or read first, untimed.
+    """
+    if input is not None:
+        frame = _read_pandas(input)
+    else:
+        _rows, _seed, specs = partition_specs(backend, rows, seed)
+        frame = pd.concat([synthetic_partition(s) for s in specs], ignore_index=True)
+    if not backend.is_gpu:
+        return time_call(backend, lambda: _pandas_etl(frame))
+    on_device = backends.from_pandas(frame, backend.dataframe_library)
+    return time_call(backend, lambda: _aggregate(_with_distance(on_device)))
+
+
 @pipeline(
     "trips-pipeline",
     "Taxi-trip ETL: haversine kernel, filter, group by hour and passengers (cuDF or pandas)",
     PARAMS,
     verify,
     check,
+    baseline=baseline,
 )
 def prepare(backend, *, rows, seed, input, output) -> Workload:
     """Build the lazy ETL over synthetic or input trips."""

@@ -73,7 +73,7 @@ def test_table_names_devices_shape_and_throughput():
     console = Console(record=True, width=120)
     report.show(_result(), console)
     text = console.export_text()
-    for needle in ("GPU-abc", "Fake GPU", "16.0 GiB", "10 x 10", "5 x 10", "2.00 GB/s",
+    for needle in ("GPU-abc", "Fake GPU", "16.00 GiB", "10 x 10", "5 x 10", "2.00 GB/s",
                    "0.500 s", "http://127.0.0.1:8787/status", "yes"):
         assert needle in text, needle
     console = Console(record=True, width=120)
