@@ -18,25 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pandas as pd  # noqa: E402
 
 import daskgpu  # noqa: E402
 import pipelines.join_pipeline as jp  # noqa: E402
-
-
-def pandas_tables(rows: int, match: float, seed: int, partitions: int):
-    """The pipeline's two tables, generated partition by partition here and concatenated."""
-    right_rows = jp.right_size(rows)
-    matched = jp.matched_rows(rows, match)
-    a, b = jp.permutation(seed, right_rows)
-    left = pd.concat([jp.left_frame(bounds, rows=rows, right_rows=right_rows, matched=matched,
-                                    seed=seed) for bounds in jp._bounds(rows, partitions)],
-                     ignore_index=True)
-    right = pd.concat([jp.right_frame(bounds, right_rows=right_rows, multiplier=a, offset=b,
-                                      seed=seed)
-                       for bounds in jp._bounds(right_rows, min(partitions, right_rows))],
-                      ignore_index=True)
-    return left, right
 
 
 def main() -> None:
@@ -60,7 +44,7 @@ def main() -> None:
     partitions = result.data["left_partitions"]
 
     t0 = time.perf_counter()
-    left, right = pandas_tables(args.rows, args.match, args.seed, partitions)
+    left, right = jp.pandas_tables(args.rows, args.match, args.seed, partitions)
     generate_s = time.perf_counter() - t0
     for _ in range(args.repeat):
         t0 = time.perf_counter()

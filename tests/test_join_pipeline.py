@@ -39,16 +39,7 @@ def same_answer(a, b):
 
 def pandas_tables(rows, match, seed, pieces=3):
     """The pipeline's two tables, made here in pieces by the same module functions."""
-    right_rows = jp.right_size(rows)
-    matched = jp.matched_rows(rows, match)
-    a, b = jp.permutation(seed, right_rows)
-    left = pd.concat([jp.left_frame(bounds, rows=rows, right_rows=right_rows, matched=matched,
-                                    seed=seed) for bounds in jp._bounds(rows, pieces)],
-                     ignore_index=True)
-    right = pd.concat([jp.right_frame(bounds, right_rows=right_rows, multiplier=a, offset=b,
-                                      seed=seed) for bounds in jp._bounds(right_rows, pieces)],
-                      ignore_index=True)
-    return left, right
+    return jp.pandas_tables(rows, match, seed, pieces)
 
 
 def test_default_partitions_run_is_verified(cpu_client):
