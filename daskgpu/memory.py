@@ -2,11 +2,16 @@
 
 Host: on Linux, the kernel's own high-water mark of each worker process (``VmHWM``), reset when
 the run starts (``/proc/self/clear_refs``), so even a short-lived peak between samples counts.
-Elsewhere, and for device memory, the samples of distributed's own system monitor (every
-0.5 s, plus one at the start and one at the end of the run).
+Elsewhere, and for device memory, the samples of distributed's own system monitor taken during
+the run (every 0.5 s, plus one at its end).
 """
 
 from __future__ import annotations
+
+import time
+
+import dask.config
+import dask.utils
 
 _STATUS = "/proc/self/status"
 _CLEAR_REFS = "/proc/self/clear_refs"
@@ -32,31 +37,44 @@ def _high_water_mark() -> int | None:
     return None
 
 
-def _start(dask_worker=None) -> dict:
-    monitor = dask_worker.monitor
-    monitor.update()
-    return {"sample": monitor.count - 1, "hwm": _reset_high_water_mark()}
+async def _reset(dask_worker=None) -> None:
+    # A coroutine: distributed runs only coroutines without waiting for their answer.
+    _reset_high_water_mark()
 
 
-def _peaks(marks: dict, dask_worker=None) -> dict:
+def _peaks(since: float, dask_worker=None) -> dict:
     monitor = dask_worker.monitor
-    monitor.update()
-    mark = marks.get(dask_worker.address, {"sample": 0, "hwm": False})
-    samples = monitor.range_query(max(0, mark["sample"]))
-    sampled = [v for v in samples.get("memory", []) if v is not None]
-    host = _high_water_mark() if mark["hwm"] else None
-    out = {"host_peak_bytes": host if host is not None else int(max(sampled, default=0))}
-    device = [v for v in samples.get("gpu_memory_used", []) if v is not None]
+    monitor.update()  # one sample at the end of the run
+    interval = dask.utils.parse_timedelta(
+        dask.config.get("distributed.admin.system-monitor.interval")
+    )
+    recent = int((time.time() - since) / interval) + 4  # samples taken since the run began
+    samples = monitor.range_query(max(0, monitor.count - recent))
+    times = samples.get("time", [])
+
+    def during(name: str) -> list[float]:
+        values = samples.get(name, [])
+        return [v for t, v in zip(times, values, strict=False) if v is not None and t >= since]
+
+    host = _high_water_mark()
+    out = {"host_peak_bytes": host if host is not None else int(max(during("memory"), default=0))}
+    device = during("gpu_memory_used")
     if device:
         out["device_peak_bytes"] = int(max(device))
     return out
 
 
-def start(client) -> dict:
-    """Mark the start of a run on every worker; pass the result to :func:`peaks`."""
-    return client.run(_start)
+def start(client) -> float:
+    """Mark the start of a run on every worker; pass the result to :func:`peaks`.
+
+    The reset is sent without waiting for an answer (it travels ahead of the run's tasks), so
+    measuring costs one round trip per run, at the end.
+    """
+    began = time.time()
+    client.run(_reset, wait=False)
+    return began
 
 
-def peaks(client, marks: dict) -> dict:
+def peaks(client, since: float) -> dict:
     """Peak host (and device) memory of every worker since :func:`start`, by address."""
-    return client.run(_peaks, marks)
+    return client.run(_peaks, since)
