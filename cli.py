@@ -175,14 +175,13 @@ class RunGroup(click.Group):
         """A command for pipeline ``name``, or None."""
         if name not in registry.names():
             return None
-        spec = registry.get(name)
+        return self.pipeline_command(registry.get(name))
 
-        def callback(**kwargs):
-            _run_pipeline(spec, kwargs)
-
+    def pipeline_command(self, spec: registry.Pipeline) -> click.Command:
+        """The ``run`` command of one pipeline."""
         return click.Command(
-            name,
-            callback=callback,
+            spec.name,
+            callback=lambda **kwargs: _run_pipeline(spec, kwargs),
             params=_pipeline_options(spec) + _cluster_options(),
             help=spec.summary,
             short_help=spec.summary,
@@ -275,18 +274,11 @@ def _print_wide(t: Table) -> None:
 class BenchGroup(RunGroup):
     """``bench NAME``: the options of ``run NAME`` plus repeat, warm-up, sweep and outputs."""
 
-    def get_command(self, ctx, name):
-        """A bench command for pipeline ``name``, or None."""
-        if name not in registry.names():
-            return None
-        spec = registry.get(name)
-
-        def callback(**kwargs):
-            _bench_pipeline(spec, kwargs)
-
+    def pipeline_command(self, spec: registry.Pipeline) -> click.Command:
+        """The ``bench`` command of one pipeline."""
         return click.Command(
-            name,
-            callback=callback,
+            spec.name,
+            callback=lambda **kwargs: _bench_pipeline(spec, kwargs),
             params=_pipeline_options(spec) + _bench_options(),
             help=f"Benchmark: {spec.summary}",
             short_help=spec.summary,

@@ -17,24 +17,20 @@ runs, and checks that the results agree. Usage:
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from pathlib import Path
 
-import numba
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness import summary, timed  # noqa: E402
+from harness import machine, summary, timed  # noqa: E402
 
 from daskgpu.kernels import haversine  # noqa: E402
 
 TARGET = 2.0
-
-
 
 
 def main() -> None:
@@ -44,8 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     n, repeat = args.size, args.repeat
     print(f"haversine distance of {n:,} point pairs (float64, {n * 5 * 8 / 1e9:.2f} GB in+out), "
-          f"{os.cpu_count()} cores, {numba.get_num_threads()} numba threads, "
-          f"numpy {np.__version__}, numba {numba.__version__}, median of {repeat}\n")
+          f"{machine()}, median of {repeat}\n")
 
     rng = np.random.default_rng(0)
     lat1, lat2 = rng.uniform(-90.0, 90.0, (2, n))

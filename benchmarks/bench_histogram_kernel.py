@@ -32,8 +32,6 @@ from daskgpu.kernels.histogram import histogram  # noqa: E402
 TARGET = 4.0
 
 
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=100_000_000, help="number of float64 values")

@@ -15,25 +15,21 @@ agree. Usage:
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from pathlib import Path
 
-import numba
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness import summary, timed  # noqa: E402
+from harness import machine, summary, timed  # noqa: E402
 
 from daskgpu.kernels import stencil  # noqa: E402
 
 TARGET = 2.0
 ALPHA = 0.2
-
-
 
 
 def main() -> None:
@@ -42,9 +38,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     n, repeat = args.size, args.repeat
-    print(f"one heat step on {n} x {n} float64 ({n * n * 8 / 1e9:.2f} GB), {os.cpu_count()} cores, "
-          f"{numba.get_num_threads()} numba threads, numpy {np.__version__}, "
-          f"numba {numba.__version__}, median of {repeat}\n")
+    print(f"one heat step on {n} x {n} float64 ({n * n * 8 / 1e9:.2f} GB), {machine()}, "
+          f"median of {repeat}\n")
 
     u = np.random.default_rng(0).random((n, n))
     numpy_t, ref = timed(lambda: stencil.heat_step_numpy(u, ALPHA), repeat)

@@ -25,3 +25,14 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
 def summary(times: list[float]) -> str:
     """``median … s (min …, max …)``."""
     return f"median {statistics.median(times):.3f} s  (min {min(times):.3f}, max {max(times):.3f})"
+
+
+def machine() -> str:
+    """Cores, Numba threads and library versions, for a benchmark's heading."""
+    import os
+
+    import numba
+    import numpy as np
+
+    return (f"{os.cpu_count()} cores, {numba.get_num_threads()} numba threads, "
+            f"numpy {np.__version__}, numba {numba.__version__}")
