@@ -3,9 +3,10 @@
 Compute times (cluster start excluded) of the mean of an n x n float64 random array:
 
 - seed:       da.random.random(chunks=(1000, 1000)).mean() on a 2-worker LocalCluster
-- numpy:      numpy default_rng().random().mean(), one thread
+- numpy:      numpy default_rng().random().mean(), one thread (the pipeline's own baseline)
 - threaded:   da.random.default_rng().random() (auto chunks) .mean(), Dask's threaded scheduler
-- pipeline:   daskgpu mean-pipeline on daskgpu's default CPU cluster
+- pipeline:   daskgpu mean-pipeline on daskgpu's default CPU cluster, through ``daskgpu.bench``
+              (what ``python cli.py bench mean-pipeline`` runs), and on two other layouts
 
 Also: cluster start time, the CPU layouts (processes x threads) daskgpu could default to, and
 the wall time of the whole ``python cli.py run mean-pipeline``. Usage:
@@ -30,16 +31,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness import summary, timed  # noqa: E402
+from harness import pipeline_bench, summary, timed  # noqa: E402
 
 import daskgpu  # noqa: E402
 from daskgpu import clusters  # noqa: E402
 
 
-def pipeline_compute(client, n: int) -> float:
-    result = daskgpu.run("mean-pipeline", client=client, size=n, seed=1)
-    assert result.verified, result.verification
-    return result.timings["compute_s"]
+def start_time(workers: int, threads: int) -> float:
+    """Seconds to start (and close) a CPU cluster of this layout."""
+    plan = clusters.plan(cpu=True, workers=workers, threads_per_worker=threads, dashboard=False)
+    with clusters.start(plan) as client:
+        return clusters.info(client).start_s
 
 
 def main() -> None:
@@ -52,34 +54,26 @@ def main() -> None:
     print(f"mean of {n} x {n} float64 ({n * n * 8 / 1e9:.2f} GB), {cores} cores, "
           f"dask {dask.__version__}, numpy {np.__version__}, repeat {repeat}\n")
 
-    numpy_t, _ = timed(lambda: np.random.default_rng().random((n, n)).mean(), repeat)
     threaded_t, _ = timed(
         lambda: da.random.default_rng().random((n, n)).mean().compute(scheduler="threads"),
         repeat,
     )
-
-    results = {}
-    starts = {}
+    with daskgpu.cluster(cpu=True, workers=2, threads_per_worker=1, dashboard=False) as client:
+        seed_t, _ = timed(
+            lambda: client.compute(da.random.random((n, n), chunks=(1000, 1000)).mean()).result(),
+            repeat,
+        )
+    params = {"size": n, "seed": 1}
     layouts = {"2 workers x 1 thread": (2, 1), "1 worker x 2 threads": (1, 2)}
-    default_layout = None
-    for label, (workers, threads) in layouts.items():
-        opts = dict(cpu=True, workers=workers, threads_per_worker=threads, dashboard=False)
-        p = clusters.plan(**opts)
-        with clusters.start(p) as client:
-            starts[label] = clusters.info(client).start_s
-            results[label] = [pipeline_compute(client, n) for _ in range(repeat + 1)][1:]
-            if label.startswith("2 workers"):
-                seed_t, _ = timed(
-                    lambda c=client: c.compute(
-                        da.random.random((n, n), chunks=(1000, 1000)).mean()
-                    ).result(),
-                    repeat,
-                )
-    with daskgpu.cluster(cpu=True, dashboard=False) as client:
-        info = clusters.info(client)
-        default_layout = f"{len(client.scheduler_info()['workers'])} workers"
-        default_start = info.start_s
-        pipeline_t = [pipeline_compute(client, n) for _ in range(repeat + 1)][1:]
+    results = {label: pipeline_bench("mean-pipeline", params, workers=w, threads_per_worker=t,
+                                     repeat=repeat, show=False).measurements[0]
+               for label, (w, t) in layouts.items()}
+    default_plan = clusters.plan(cpu=True)
+    default_layout = f"{default_plan.n_workers} x {default_plan.threads_per_worker}"
+    default = pipeline_bench("mean-pipeline", params, workers=default_plan.n_workers,
+                             threads_per_worker=default_plan.threads_per_worker,
+                             repeat=repeat).measurements[0]
+    starts = {label: start_time(w, t) for label, (w, t) in layouts.items()}
 
     walls = []
     for _ in range(3):
@@ -92,17 +86,17 @@ def main() -> None:
         walls.append(time.perf_counter() - began)
 
     print("compute time (cluster start excluded)")
-    print(f"  seed's way (2-worker LocalCluster)  {summary(seed_t)}")
-    print(f"  NumPy, one thread                   {summary(numpy_t)}")
+    print(f"  seed's way (2-worker LocalCluster)   {summary(seed_t)}")
+    print(f"  NumPy, one thread (the baseline)     median {default.baseline_s:.3f} s")
     print(f"  Dask threaded scheduler, default_rng {summary(threaded_t)}")
-    for label, times in results.items():
-        print(f"  mean-pipeline, {label:21s} {summary(times)}")
-    print(f"  mean-pipeline, default ({default_layout})   {summary(pipeline_t)}")
+    for label, m in results.items():
+        print(f"  mean-pipeline, {label:21s} {summary(m.compute_s)}")
+    print(f"  mean-pipeline, default ({default_layout})     {summary(default.compute_s)}")
     print()
-    med = statistics.median(pipeline_t)
+    med = default.median_s
     ratios = [
         ("seed / mean-pipeline", statistics.median(seed_t) / med, ">= 2.5"),
-        ("NumPy / mean-pipeline", statistics.median(numpy_t) / med, ">= 1.6"),
+        ("NumPy / mean-pipeline", default.ratio, ">= 1.6"),
         ("mean-pipeline / threaded", med / statistics.median(threaded_t), "<= 1.15"),
     ]
     for name, value, target in ratios:
@@ -110,8 +104,7 @@ def main() -> None:
     print()
     print("cluster start")
     for label, s in starts.items():
-        print(f"  {label:21s} {s:.3f} s")
-    print(f"  default ({default_layout})        {default_start:.3f} s   (target <= 1.5 s)")
+        print(f"  {label:21s} {s:.3f} s   (target <= 1.5 s)")
     print(f"wall time of `python cli.py run mean-pipeline --size {n}`: {summary(walls)}")
 
 
