@@ -1,24 +1,40 @@
-"""What the bench harness costs per repeat: daskgpu.run against a bare compute, side by side.
+"""What the bench harness costs per repeat: with and without its measuring, side by side.
 
     python benchmarks/bench_harness_overhead.py [--size 10000] [--repeat 10]
 
-Alternates, on one 2-worker CPU cluster, a bare ``client.compute`` of mean-pipeline's graph
-with ``runner.run`` of the same pipeline (as ``bench`` calls it: backend detected once), and
-prints the extra time of the whole repeat and of the timed compute (target: under 2 %).
+On one 2-worker CPU cluster, mean-pipeline (n x n) is run in rotation three ways:
+
+- bare:      build the graph, ``client.compute(...).result()``: no harness at all
+- without:   ``runner.run`` as ``bench`` calls it, with memory sampling switched off and no
+             progress bar
+- with:      ``runner.run`` with per-worker peak memory and Dask's progress bar (drawn to a
+             buffer, as on a terminal); and each of the two alone
+
+The harness's overhead per repeat is the extra wall time of "with" over "without", as a share
+of the median compute time (target: under 2 %). Also printed: runner.run's whole repeat (build,
+verification, reports) against the bare compute, for information.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import statistics
-import sys
 import time
-from pathlib import Path
+from collections import defaultdict
+from unittest import mock
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import machine
 
-import daskgpu  # noqa: E402
-from daskgpu import backends, runner  # noqa: E402
+import daskgpu
+from daskgpu import backends, memory, runner
+
+
+def _no_memory():
+    """Switch per-worker memory sampling off (what "without" measures against)."""
+    return mock.patch.multiple(memory, start=lambda client: 0.0,
+                               peaks=lambda client, since: {})
 
 
 def main() -> None:
@@ -27,27 +43,58 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
     spec = daskgpu.get_pipeline("mean-pipeline")
-    bare, whole, timed = [], [], []
+    params = {"size": args.size, "seed": 1}
+    walls: dict[str, list[float]] = defaultdict(list)
+    computes: dict[str, list[float]] = defaultdict(list)
+
     with daskgpu.cluster(cpu=True, workers=2, threads_per_worker=1, dashboard=False) as client:
         backend = backends.detect(client)
-        params = {"size": args.size, "seed": 1}
-        runner.run(spec, client, backend=backend, **params)  # warm-up
-        for _ in range(args.repeat):
-            collection = spec.build(backend, **params)
-            began = time.perf_counter()
-            client.compute(collection).result()
-            bare.append(time.perf_counter() - began)
-            began = time.perf_counter()
-            result = runner.run(spec, client, backend=backend, **params)
-            whole.append(time.perf_counter() - began)
-            timed.append(result.timings["compute_s"])
+
+        def bare():
+            client.compute(spec.build(backend, **params)).result()
+
+        def without():
+            with _no_memory():
+                return runner.run(spec, client, backend=backend, **params)
+
+        def with_harness():
+            with contextlib.redirect_stdout(io.StringIO()):
+                return runner.run(spec, client, backend=backend, progress=True, **params)
+
+        def memory_only():
+            return runner.run(spec, client, backend=backend, **params)
+
+        def progress_only():
+            with _no_memory(), contextlib.redirect_stdout(io.StringIO()):
+                return runner.run(spec, client, backend=backend, progress=True, **params)
+
+        ways = {"bare": bare, "without": without, "with": with_harness,
+                "memory only": memory_only, "progress only": progress_only}
+        for fn in ways.values():  # warm-up: compilation, first touch of memory
+            fn()
+        for i in range(args.repeat):
+            names = list(ways)[i % len(ways):] + list(ways)[:i % len(ways)]  # rotate the order
+            for name in names:
+                began = time.perf_counter()
+                result = ways[name]()
+                walls[name].append(time.perf_counter() - began)
+                if result is not None:
+                    assert result.verified, result.verification
+                    computes[name].append(result.timings["compute_s"])
+
     m = statistics.median
-    extra_whole = 100 * (m(whole) / m(bare) - 1)
-    extra_timed = 100 * (m(timed) / m(bare) - 1)
-    print(f"mean-pipeline {args.size} x {args.size}, 2 workers, median of {args.repeat}")
-    print(f"  bare client.compute          {m(bare):.4f} s")
-    print(f"  runner.run, whole repeat     {m(whole):.4f} s  (+{extra_whole:.1f} %)")
-    print(f"  runner.run, timed compute_s  {m(timed):.4f} s  (+{extra_timed:.1f} %; target < 2 %)")
+    compute = m(computes["without"])
+    overhead = m(walls["with"]) - m(walls["without"])
+    print(f"mean-pipeline {args.size} x {args.size}, 2 workers x 1 thread, median of "
+          f"{args.repeat} (rotated order); {machine()}")
+    for name, ts in walls.items():
+        extra = f", compute_s {m(computes[name]):.4f} s" if name in computes else ""
+        print(f"  {name:13s} whole repeat {m(ts):.4f} s{extra}")
+    print(f"  harness overhead per repeat (progress + memory sampling): {overhead * 1e3:+.1f} ms "
+          f"= {100 * overhead / compute:+.1f} % of the {compute:.3f} s compute (target < 2 %)")
+    print(f"  compute_s with vs without: {100 * (m(computes['with']) / compute - 1):+.1f} %")
+    print(f"  runner.run whole repeat vs bare compute: "
+          f"{100 * (m(walls['with']) / m(walls['bare']) - 1):+.1f} % (build, verify, reports)")
 
 
 if __name__ == "__main__":
