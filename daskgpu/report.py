@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from daskgpu.runner import RunResult
@@ -72,10 +73,10 @@ def table(result: RunResult) -> Table:
     for key, item in result.data.items():
         if isinstance(item, (list, tuple)):
             item = (" x " if key in ("shape", "chunks") else " to ").join(map(str, item))
-        t.add_row(key, str(item))
+        t.add_row(key, escape(str(item)))  # paths may hold "[...]"
     t.add_row("value", _value(result.value))
     verdict = "[green]yes[/green]" if result.verified else "[red]NO[/red]"
-    t.add_row("verified", f"{verdict}: {result.verification}")
+    t.add_row("verified", f"{verdict}: {escape(result.verification)}")
     timings = result.timings
     t.add_row("cluster start", _seconds(timings.get("cluster_start_s")))
     t.add_row("build", _seconds(timings.get("build_s")))

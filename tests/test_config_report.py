@@ -88,3 +88,14 @@ def test_json_is_strict_and_complete():
     for key in ("pipeline", "backend", "devices", "workers", "params", "value", "verified",
                 "verification", "timings", "throughput", "dashboard"):
         assert key in doc
+
+
+def test_table_shows_bracketed_text_as_is():
+    # Rich would read "[gpu]" or "[bold]" in a path or a verification detail as markup.
+    result = _result(data={"input": "runs/[bold]2026[gpu].npy"},
+                     verification="mean within [0.4, 0.6]")
+    console = Console(record=True, width=200)
+    report.show(result, console)
+    text = console.export_text()
+    assert "runs/[bold]2026[gpu].npy" in text
+    assert "mean within [0.4, 0.6]" in text

@@ -7,7 +7,8 @@ Put this directory first on ``sys.path`` (or ``PYTHONPATH`` for a subprocess) an
 - ``{"gpus": [{"name": ..., "uuid": ..., "memory_total": ..., "memory_free": ...,
   "pci_bus_id": ..., "migs": [{"uuid": ..., "memory_total": ...}, ...]}, ...]}``.
 
-Only the calls daskgpu makes are implemented.
+Only the calls daskgpu and distributed's dashboard and system monitor make are implemented; a
+GPU's ``utilization`` (percent, default 37) is reported as its utilisation.
 """
 
 import json
@@ -35,6 +36,10 @@ class NVMLError_NotSupported(NVMLError):
 
 
 class NVMLError_NotFound(NVMLError):
+    pass
+
+
+class NVMLError_Unknown(NVMLError):
     pass
 
 
@@ -110,3 +115,33 @@ def nvmlDeviceGetMigDeviceHandleByIndex(handle, slot):
     if slot >= len(migs):
         raise NVMLError_NotFound("Not Found")
     return ("mig", handle[1], slot)
+
+
+def nvmlSystemGetDriverVersion():
+    return "555.42.06"
+
+
+def nvmlDeviceGetHandleByUUID(uuid):
+    text = uuid.decode() if isinstance(uuid, bytes) else uuid
+    for index, gpu in enumerate(_gpus()):
+        if gpu["uuid"] == text:
+            return ("gpu", index, None)
+        for slot, mig in enumerate(gpu.get("migs", [])):
+            if mig["uuid"] == text:
+                return ("mig", index, slot)
+    raise NVMLError_NotFound("Not Found")
+
+
+def nvmlDeviceGetIndex(handle):
+    return handle[1]
+
+
+def nvmlDeviceGetUtilizationRates(handle):
+    return SimpleNamespace(gpu=_gpus()[handle[1]].get("utilization", 37), memory=0)
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle):
+    return []
+
+
+nvmlDeviceGetComputeRunningProcesses_v2 = nvmlDeviceGetComputeRunningProcesses
