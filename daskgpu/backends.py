@@ -158,7 +158,10 @@ def detect(client) -> Backend:
     workers = scheduler_workers(client)
     if not workers:
         raise ClusterError("the cluster has no workers; start some with `dask worker ADDRESS`")
-    reports = client.run(worker_report)
+    # A worker lost meanwhile (killed, or its machine gone) cannot answer; the others decide.
+    reports = client.run(worker_report, on_error="ignore")
+    if not reports:
+        raise ClusterError("no worker answered; are the workers still running?")
     gpu = [addr for addr, rep in reports.items() if rep["gpu"]]
     threads = sum(w.get("nthreads", 1) for w in workers.values())
     if gpu and len(gpu) != len(reports):
