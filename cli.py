@@ -39,7 +39,7 @@ class PipelineParamType(click.ParamType):
         try:
             return self.param.convert(value)
         except ParameterError as exc:
-            self.fail(str(exc).split(": ", 1)[-1], option, ctx)
+            self.fail(getattr(exc, "reason", None) or str(exc), option, ctx)
 
 
 def _parse_words(p: Param):
@@ -49,7 +49,8 @@ def _parse_words(p: Param):
         try:
             return p.convert(value)
         except ParameterError as exc:
-            raise click.BadParameter(str(exc).split(": ", 1)[-1], ctx, option) from None
+            raise click.BadParameter(getattr(exc, "reason", None) or str(exc), ctx,
+                                     option) from None
 
     return callback
 
@@ -70,6 +71,13 @@ def _pipeline_options(spec: registry.Pipeline) -> list[click.Option]:
                 metavar=p.metavar,
             )
         )
+    if any(p.is_output for p in spec.params):
+        outputs = ", ".join(p.option for p in spec.params if p.is_output)
+        options.append(click.Option(
+            ["--overwrite"], is_flag=True,
+            help=f"Replace an existing {outputs} (atomically, once the run has succeeded); "
+            "without it an existing file is an error.",
+        ))
     return options
 
 
@@ -96,6 +104,15 @@ def _cluster_options() -> list[click.Option]:
         o(["--scheduler-address"], metavar="ADDR",
           help="Run on an existing scheduler (tcp://host:8786) instead of starting a cluster."),
         o(["--scheduler-file"], type=click.Path(), help="Existing scheduler, by its file."),
+        o(["--tls-ca-file"], type=click.Path(), metavar="CA.pem",
+          help="TLS scheduler (tls://): the CA that signed its certificate."),
+        o(["--tls-cert"], type=click.Path(), metavar="CERT.pem",
+          help="TLS scheduler: this client's certificate (may also hold the key)."),
+        o(["--tls-key"], type=click.Path(), metavar="KEY.pem",
+          help="TLS scheduler: the private key of --tls-cert."),
+        o(["--host"], metavar="ADDR",
+          help="Where a started cluster's scheduler and workers listen [default: 127.0.0.1; "
+          "another address is reachable from the network, without TLS]."),
         o(["--dashboard-address"], metavar="HOST:PORT",
           help="Dashboard address [default: 127.0.0.1:8787; a free port if taken]."),
         o(["--no-dashboard"], is_flag=True, help="Serve no dashboard."),
@@ -117,6 +134,7 @@ def _cluster_options() -> list[click.Option]:
 _CLUSTER_KEYS = (
     "gpus", "cpu", "workers", "threads_per_worker", "memory_limit", "scheduler_address",
     "scheduler_file", "dashboard_address", "rmm_pool_size", "device_memory_limit", "protocol",
+    "tls_ca_file", "tls_cert", "tls_key", "host",
 )
 
 
@@ -127,9 +145,11 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
     keep_open = kwargs.pop("keep_open")
     dashboard = not kwargs.pop("no_dashboard")
     options = {k: kwargs.pop(k) for k in _CLUSTER_KEYS}
+    overwrite = kwargs.pop("overwrite", False)
     params = {k: v for k, v in kwargs.items() if v is not None}
-    spec.resolve(**params)  # fail on a bad value before anything starts
-    err = Console(stderr=True, soft_wrap=True)  # a notice is one line, even when piped
+    # fail on a bad value, or an existing output, before anything starts
+    spec.check_outputs(spec.resolve(**params), overwrite=overwrite)
+    err = Console(stderr=True, soft_wrap=True, markup=False)  # one line even when piped; text as is
     plan = clusters.plan(dashboard=dashboard, **options)
     talk = not (quiet or as_json)
     if not quiet:
@@ -141,8 +161,11 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
         meta = clusters.info(client)
         if talk:
             err.print(f"Dashboard: {meta.dashboard or 'off'}", highlight=False)
+        if keep_open and meta.dashboard:
+            clusters.record_task_stream(client)  # so that a page opened later shows this run
         progress = sys.stdout.isatty() and talk
-        result = runner.run(spec, client, progress=progress, report=report_path, **params)
+        result = runner.run(spec, client, progress=progress, report=report_path,
+                            overwrite=overwrite, **params)
         if as_json:
             click.echo(report.as_json(result))
         else:
@@ -243,7 +266,7 @@ def _bench_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
     options = {k: kwargs.pop(k) for k in _CLUSTER_KEYS}
     options["dashboard"] = dashboard
     params = {k: v for k, v in kwargs.items() if v is not None}
-    err = Console(stderr=True, soft_wrap=True)
+    err = Console(stderr=True, soft_wrap=True, markup=False)
 
     def progress(text):
         if not quiet:

@@ -21,6 +21,11 @@ _NUMERIC_KINDS = "biuf"
 _HOW = "give a .npy file (numpy.save) or a Zarr array directory"
 
 
+def printable(text: str) -> str:
+    """``text`` on one line: control characters (a newline in a file name) escaped."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
 @dataclass(frozen=True)
 class NpyBlocks:
     """A picklable, array-like view of a ``.npy`` file; each read maps the file afresh."""
@@ -71,24 +76,38 @@ def _is_zarr(path: str) -> bool:
     )
 
 
-def open_array(path: str, what: str = "--input") -> ArraySource:
+def open_array(path: str, what: str = "--input", dtypes: tuple[str, ...] = ()) -> ArraySource:
     """Validate and open an array input.
+
+    Parameters
+    ----------
+    path : str
+        A ``.npy`` file or a Zarr array directory.
+    what : str
+        How the error line names the input (its option).
+    dtypes : tuple of str
+        The element types the caller can use (``("float32", "float64")``); any numeric one
+        when empty.
 
     Raises
     ------
     InputFileError
         One line naming the problem: missing, a directory, not .npy/Zarr, truncated,
-        Python objects, not numeric, empty.
+        Python objects, not numeric (or not one of ``dtypes``), empty.
     """
+    try:
+        return _open_array(path, what, dtypes)
+    except InputFileError as exc:
+        raise InputFileError(printable(str(exc))) from None
+
+
+def _open_array(path: str, what: str, dtypes: tuple[str, ...]) -> ArraySource:
     if not os.path.exists(path):
         raise InputFileError(f"{what} {path}: no such file or directory; {_HOW}")
-    if os.path.isdir(path):
-        if _is_zarr(path):
-            return _open_zarr(path, what)
+    if os.path.isdir(path) and not _is_zarr(path):
         raise InputFileError(f"{what} {path}: is a directory, not a Zarr array; {_HOW}")
-    if _is_zarr(path):
-        return _open_zarr(path, what)
-    return _open_npy(path, what)
+    opener = _open_zarr if _is_zarr(path) else _open_npy
+    return opener(path, what, dtypes)
 
 
 def _check_dtype(dtype: np.dtype, path: str, what: str) -> None:
@@ -101,14 +120,24 @@ def _check_dtype(dtype: np.dtype, path: str, what: str) -> None:
         raise InputFileError(f"{what} {path}: holds {dtype} values; a numeric array is needed")
 
 
+def _check_wanted(dtype: np.dtype, dtypes: tuple[str, ...], path: str, what: str) -> None:
+    if dtypes and dtype.name not in dtypes:
+        raise InputFileError(
+            f"{what} {path}: holds {dtype} values; a numeric array of {' or '.join(dtypes)} is "
+            f"needed (convert it with numpy: a.astype('{dtypes[-1]}'))"
+        )
+
+
 def _check_shape(shape: tuple[int, ...], path: str, what: str) -> None:
     if not shape:
         raise InputFileError(f"{what} {path}: holds a single scalar; an array is needed")
+    if any(n < 0 for n in shape):
+        raise InputFileError(f"{what} {path}: its header gives a negative shape {shape}")
     if math.prod(shape) == 0:
         raise InputFileError(f"{what} {path}: the array is empty (shape {shape})")
 
 
-def _open_npy(path: str, what: str) -> ArraySource:
+def _open_npy(path: str, what: str, dtypes: tuple[str, ...] = ()) -> ArraySource:
     try:
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
@@ -122,7 +151,11 @@ def _open_npy(path: str, what: str) -> ArraySource:
             offset = f.tell()
     except (ValueError, OSError, SyntaxError) as exc:
         raise InputFileError(f"{what} {path}: not a valid .npy file ({exc}); {_HOW}") from None
+    if not dtype.hasobject:
+        _check_wanted(dtype, dtypes, path, what)
     _check_dtype(dtype, path, what)
+    if any(n < 0 for n in shape):
+        _check_shape(tuple(shape), path, what)
     expected = math.prod(shape) * dtype.itemsize
     actual = os.path.getsize(path) - offset
     if actual < expected:
@@ -135,14 +168,16 @@ def _open_npy(path: str, what: str) -> ArraySource:
     return ArraySource(path, "npy", tuple(shape), dtype, reader)
 
 
-def _open_zarr(path: str, what: str) -> ArraySource:
+def _open_zarr(path: str, what: str, dtypes: tuple[str, ...] = ()) -> ArraySource:
     import zarr
 
     try:
         arr = zarr.open_array(path, mode="r")
-    except Exception as exc:  # zarr raises many types for a bad store
+        dtype = np.dtype(arr.dtype)
+    except Exception as exc:  # zarr raises many types for a bad store or an unknown dtype
         raise InputFileError(f"{what} {path}: not a readable Zarr array ({exc}); {_HOW}") from None
-    dtype = np.dtype(arr.dtype)
+    if not dtype.hasobject:
+        _check_wanted(dtype, dtypes, path, what)
     _check_dtype(dtype, path, what)
     _check_shape(tuple(arr.shape), path, what)
     return ArraySource(path, "zarr", tuple(arr.shape), dtype, arr)

@@ -206,11 +206,11 @@ def _measure(spec, client, params: dict, repeat: int, warmup: int, baseline_runs
     backend = backends.detect(client)
     for i in range(warmup):
         progress(f"{spec.name} on {devices} device(s): warm-up {i + 1}/{warmup}")
-        runner.run(spec, client, backend=backend, **params)
+        runner.run(spec, client, backend=backend, overwrite=True, **params)
     results = []
     for i in range(repeat):
         progress(f"{spec.name} on {devices} device(s): run {i + 1}/{repeat}")
-        results.append(runner.run(spec, client, backend=backend, **params))
+        results.append(runner.run(spec, client, backend=backend, overwrite=True, **params))
     times = [r.timings["compute_s"] for r in results]
     median = statistics.median(times)
     last = results[-1]
@@ -252,6 +252,7 @@ def bench(
     weak: bool = False,
     baseline_runs: int | None = None,
     progress: Callable[[str], None] | None = None,
+    overwrite: bool = False,
 ) -> BenchResult:
     """Run a pipeline ``repeat`` times after ``warmup`` runs, time its baseline, and summarise.
 
@@ -276,6 +277,10 @@ def bench(
         Baseline runs, median taken (default: min(repeat, 3)).
     progress : callable, optional
         Called with a one-line note before each step.
+    overwrite : bool
+        Whether an existing output (a pipeline's ``output``) may be replaced; checked once,
+        before any cluster starts (``params`` may carry it too, as the command line's
+        ``--overwrite``). The repeats then replace what the first run wrote.
 
     Returns
     -------
@@ -288,7 +293,10 @@ def bench(
     """
     validate(repeat, warmup, sweep, weak)
     spec = registry.get(name)
-    spec.resolve(**params)  # fail on a bad value before anything starts
+    params = dict(params)
+    overwrite = bool(params.pop("overwrite", overwrite))
+    # fail on a bad value, or an existing output, before anything starts
+    spec.check_outputs(spec.resolve(**params), overwrite=overwrite)
     note = progress or (lambda _text: None)
     baseline_runs = baseline_runs or min(repeat, 3)
     size_name = _size_param(spec) if weak else None

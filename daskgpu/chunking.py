@@ -73,3 +73,79 @@ def resolve_chunks(chunks, shape: tuple[int, ...], itemsize: int, backend) -> tu
     else:
         sizes = tuple(chunks)
     return tuple(min(size, dim) if dim else size for size, dim in zip(sizes, shape, strict=True))
+
+
+# A layout beyond these is refused before a cluster starts: the client would spend minutes (or
+# run out of memory) building a graph of more blocks, and no worker holds a larger block.
+MAX_BLOCKS = 1_000_000
+MAX_BLOCK_BYTES = 2**40
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} bytes"
+
+
+def block_count(chunks, shape: tuple[int, ...], itemsize: int) -> int:
+    """How many blocks ``chunks`` makes of ``shape``; for ``"auto"``, the fewest it could.
+
+    ``"auto"`` blocks are at most the larger of ``daskgpu.cpu.chunk-bytes`` and
+    ``daskgpu.gpu.chunk-bytes``, so the data's size over that is a lower bound.
+    """
+    if chunks == "auto":
+        largest = max(parse_bytes(daskgpu_config.get(f"{kind}.chunk-bytes"))
+                      for kind in ("cpu", "gpu"))
+        return max(1, -(-math.prod(shape) * itemsize // largest))
+    sizes = tuple(chunks) * len(shape) if len(chunks) == 1 else tuple(chunks)
+    return math.prod(-(-n // min(s, n)) for s, n in zip(sizes, shape, strict=True))
+
+
+def check_blocks(chunks, shape: tuple[int, ...], itemsize: int, size_option: str = "--size",
+                 layers: int = 1) -> None:
+    """Refuse a layout no cluster can run, before one starts.
+
+    Parameters
+    ----------
+    chunks : "auto" or tuple of int
+        The ``chunks`` parameter, already checked against ``shape``'s axes.
+    shape : tuple of int
+        The array's shape.
+    itemsize : int
+        Bytes per element.
+    size_option : str
+        The option that sets the shape, for the message.
+    layers : int
+        How many times the graph repeats over the blocks (a stencil's halo exchanges).
+
+    Raises
+    ------
+    ParameterError
+        More than :data:`MAX_BLOCKS` blocks (times ``layers``), or a block larger than
+        :data:`MAX_BLOCK_BYTES`.
+    """
+    check_axes(chunks, shape)
+    blocks = block_count(chunks, shape, itemsize)
+    tasks = blocks * max(1, layers)
+    if tasks > MAX_BLOCKS:
+        per = f" x {layers} exchanges" if layers > 1 else ""
+        if chunks == "auto":
+            raise ParameterError(
+                f"{size_option}: shape {shape} is {_bytes(math.prod(shape) * itemsize)}, at "
+                f"least {blocks:.3g} blocks{per}; at most {MAX_BLOCKS:.0e} fit in one graph: "
+                "give a smaller size"
+            )
+        raise ParameterError(
+            f"--chunks {','.join(map(str, chunks))}: {blocks:.3g} blocks{per} of shape "
+            f"{shape}; at most {MAX_BLOCKS:.0e} fit in one graph: give larger blocks or auto"
+        )
+    if chunks != "auto":
+        sizes = tuple(chunks) * len(shape) if len(chunks) == 1 else tuple(chunks)
+        block_bytes = math.prod(min(s, n) for s, n in zip(sizes, shape, strict=True)) * itemsize
+        if block_bytes > MAX_BLOCK_BYTES:
+            raise ParameterError(
+                f"--chunks {','.join(map(str, chunks))}: one block of shape {shape} would hold "
+                f"{_bytes(block_bytes)}, more than any worker's memory "
+                f"({_bytes(MAX_BLOCK_BYTES)} at most): give smaller blocks or auto"
+            )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import time
 import warnings
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 
 import dask.utils
 
-from daskgpu import backends, devices
+from daskgpu import backends, devices, failures, security
 from daskgpu import config as daskgpu_config
 from daskgpu.devices import Device, Inventory
 from daskgpu.errors import ClusterError
@@ -98,13 +99,19 @@ def plan(
     scheduler_file: str | None = None,
     dashboard_address: str | None = None,
     dashboard: bool = True,
-    host: str = LOOPBACK,
+    host: str | None = LOOPBACK,
     rmm_pool_size: str | int | None = None,
     device_memory_limit: str | int | float | None = None,
     protocol: str = "tcp",
     inventory: Inventory | None = None,
+    tls_ca_file: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
 ) -> ClusterPlan:
     """Decide which cluster the options ask for; raise on contradictory or impossible ones.
+
+    ``host`` and ``dashboard_address`` beyond loopback get a warning in ``notices``; the
+    ``tls_*`` files are for an existing scheduler only (see :mod:`daskgpu.security`).
 
     Raises
     ------
@@ -114,25 +121,56 @@ def plan(
     _check_counts(workers, threads_per_worker)
     if gpus is not None and cpu:
         raise ClusterError("--gpus and --cpu contradict each other; give one of them")
+    tls = {"ca_file": tls_ca_file, "cert": tls_cert, "key": tls_key}
     if scheduler_address or scheduler_file:
-        return _plan_external(gpus, cpu, workers, scheduler_address, scheduler_file)
+        if host is not None and host != LOOPBACK:
+            raise ClusterError("--host is for clusters daskgpu starts, not an existing scheduler")
+        return _plan_external(gpus, cpu, workers, scheduler_address, scheduler_file, tls)
+    if any(v is not None for v in tls.values()):
+        raise ClusterError(
+            "--tls-ca-file/--tls-cert/--tls-key are for an existing TLS scheduler "
+            "(--scheduler-address tls://HOST:PORT or --scheduler-file); a cluster daskgpu "
+            "starts does not use TLS (it listens on 127.0.0.1 unless --host says otherwise)"
+        )
+    host = LOOPBACK if host is None else host
     if dashboard_address is None:
         dashboard_address = daskgpu_config.get("dashboard-address")
+    exposed = _exposure_notices(host, dashboard_address if dashboard else None)
     common = {
         "dashboard_address": dashboard_address,
         "host": host,
-        "memory_limit": memory_limit,
+        "memory_limit": _memory_size(memory_limit, "--memory-limit", allow_auto=True),
         "preload": ["daskgpu.worker_setup"],
     }
     if not dashboard:
         # The scheduler serves HTTP (health, metrics) even without a dashboard: keep that on a
-        # free port of the same host rather than trying 8787.
+        # free loopback port rather than trying 8787 (or listening wherever --host says).
         common["dashboard_address"] = None
-        common["scheduler_kwargs"] = {"dashboard": False, "dashboard_address": f"{host}:0"}
+        common["scheduler_kwargs"] = {"dashboard": False, "dashboard_address": f"{LOOPBACK}:0"}
     gpu_only = {
-        "rmm_pool_size": _memory_size(rmm_pool_size),
-        "device_memory_limit": _memory_size(device_memory_limit),
+        "rmm_pool_size": _memory_size(rmm_pool_size, "--rmm-pool-size"),
+        "device_memory_limit": _memory_size(device_memory_limit, "--device-memory-limit"),
     }
+    p = _plan_local(gpus, cpu, workers, threads_per_worker, common, gpu_only, protocol, inventory)
+    p.notices.extend(exposed)
+    return p
+
+
+def _exposure_notices(host: str, dashboard_address: str | None) -> list[str]:
+    """Warnings for a local cluster or dashboard that listens beyond loopback."""
+    notes = []
+    if not security.is_loopback(host):
+        notes.append(security.exposure_notice(
+            "the scheduler (with its workers)", "--host", host, LOOPBACK))
+    if dashboard_address is not None:
+        hosts = security.dashboard_hosts(dashboard_address)
+        if not all(security.is_loopback(h) for h in hosts):
+            notes.append(security.exposure_notice(
+                "the dashboard", "--dashboard-address", dashboard_address, f"{LOOPBACK}:8787"))
+    return notes
+
+
+def _plan_local(gpus, cpu, workers, threads_per_worker, common, gpu_only, protocol, inventory):
     if cpu:
         return _plan_cpu(workers, threads_per_worker, common, gpu_only, [])
     inv = devices.inventory() if inventory is None else inventory
@@ -174,27 +212,61 @@ def plan(
     return ClusterPlan("gpu", chosen, len(chosen), threads_per_worker or 1, options)
 
 
-def _memory_size(value):
-    """``"0.8"`` -> 0.8 (a fraction of device memory); ``"5GB"`` stays text, as dask-cuda wants.
+def _memory_size(value, option: str = "memory size", allow_auto: bool = False):
+    """A memory size as dask and dask-cuda read it, checked: bytes, a fraction, or text.
+
+    ``"0.8"`` -> 0.8 (a fraction of the memory), ``"20000000000"`` -> bytes, ``"5GB"`` stays
+    text; ``"auto"`` where ``allow_auto``.
 
     >>> _memory_size("0.8"), _memory_size("20000000000"), _memory_size("5GB")
     (0.8, 20000000000, '5GB')
+
+    Raises
+    ------
+    ClusterError
+        For text that is no size, a negative or non-finite number, or a fraction above 1.
     """
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
+    if value is None:
+        return None
+    if allow_auto and isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    wrong = ClusterError(
+        f"{option} {value!r}: use bytes with a unit (20GB, 512MiB) or a fraction of the "
+        f"memory (0.8){', or auto' if allow_auto else ''}"
+    )
+    if isinstance(value, bool):
+        raise wrong
+    number = value
+    if isinstance(value, str):
+        text = value.strip()
+        number = _plain_number(text)
+        if number is None:
+            try:
+                size = dask.utils.parse_bytes(text)
+            except (ValueError, OverflowError):
+                raise wrong from None
+            if not 0 <= size < 2**63:
+                raise wrong
+            return text
+    if isinstance(number, float):
+        if not math.isfinite(number) or number < 0:
+            raise wrong
+        if number > 1:  # not a fraction: whole bytes, or nothing
+            if not number.is_integer() or number >= 2**63:
+                raise wrong
+            number = int(number)
+    elif not 0 <= number < 2**63:
+        raise wrong
+    return number
+
+
+def _plain_number(text: str) -> int | float | None:
     for kind in (int, float):
         try:
             return kind(text)
-        except ValueError:
+        except (ValueError, OverflowError):
             continue
-    try:
-        dask.utils.parse_bytes(text)
-    except ValueError:
-        raise ClusterError(
-            f"memory size {value!r}: use bytes with a unit (20GB, 512MiB) or a fraction (0.8)"
-        ) from None
-    return text
+    return None
 
 
 def _check_counts(workers: int | None, threads_per_worker: int | None) -> None:
@@ -203,7 +275,7 @@ def _check_counts(workers: int | None, threads_per_worker: int | None) -> None:
             raise ClusterError(f"{name} {value}: must be 1 or more")
 
 
-def _plan_external(gpus, cpu, workers, address, scheduler_file) -> ClusterPlan:
+def _plan_external(gpus, cpu, workers, address, scheduler_file, tls) -> ClusterPlan:
     if gpus is not None:
         raise ClusterError(
             "--gpus cannot be used with an existing scheduler: devices are chosen where the "
@@ -220,7 +292,11 @@ def _plan_external(gpus, cpu, workers, address, scheduler_file) -> ClusterPlan:
             f"--scheduler-file {scheduler_file}: no such file (write it with "
             "`dask scheduler --scheduler-file PATH`)"
         )
+    secure = security.client_security(**tls)
+    address = security.check_address(address, scheduler_file, secure)
     options = {"address": address} if address else {"scheduler_file": scheduler_file}
+    if secure is not None:
+        options["security"] = secure
     return ClusterPlan("external", options=options)
 
 
@@ -250,7 +326,10 @@ def _start_local(p: ClusterPlan):
     from distributed import LocalCluster
 
     cls = _local_cuda_cluster_class() if p.kind == "gpu" else LocalCluster
-    with warnings.catch_warnings(record=True) as caught:
+    # Ctrl-C waits for the start to end (then the cluster is closed); the scheduler reads
+    # daskgpu's fault settings as it starts.
+    with failures.interrupts_deferred(), warnings.catch_warnings(record=True) as caught, \
+            dask.config.set(daskgpu_config.scheduler_settings()):
         warnings.simplefilter("always")
         cluster = cls(silence_logs=logging.ERROR, **p.options)
     for w in caught:
@@ -272,7 +351,12 @@ def _connect_external(p: ClusterPlan):
     target = p.options.get("address") or f"the scheduler in {p.options['scheduler_file']}"
     try:
         return Client(**p.options, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, TypeError) as exc:  # TypeError: tls:// without certificates
+        why = security.explain_failure(exc, target, tls="security" in p.options)
+        if why:
+            raise ClusterError(why) from None
+        if isinstance(exc, TypeError):
+            raise
         raise ClusterError(
             f"cannot reach {target} within {timeout} ({type(exc).__name__}); is "
             "`dask scheduler` running there, and is the address right?"
@@ -299,7 +383,9 @@ def start(p: ClusterPlan) -> Iterator:
             start_s, dashboard = None, _served_dashboard(client)
         else:
             start_s = time.perf_counter() - began
-            dashboard = dashboard_link(client) if p.options.get("dashboard_address") else None
+            dashboard = None
+            if p.options.get("dashboard_address"):
+                dashboard = _where_served(dashboard_link(client), cluster)
         _INFO[client] = ClusterInfo(p.kind, list(p.devices), start_s, dashboard, p.notices)
         with client.as_current():
             yield client
@@ -313,6 +399,18 @@ def dashboard_link(client) -> str | None:
         return client.dashboard_link
     except Exception:  # no dashboard (disabled, or bokeh missing on the scheduler)
         return None
+
+
+def _where_served(link: str | None, cluster) -> str | None:
+    """The link with the host the dashboard really listens on (``--host`` may differ from it)."""
+    from urllib.parse import urlsplit
+
+    server = getattr(getattr(cluster, "scheduler", None), "http_server", None)
+    bound = getattr(server, "address", None)
+    if not link or not bound or bound in ("0.0.0.0", "::") or ":" in bound:
+        return link  # every interface: distributed's link (the scheduler's host) works
+    parts = urlsplit(link)
+    return parts._replace(netloc=f"{bound}:{parts.port}").geturl()
 
 
 def _served_dashboard(client) -> str | None:
@@ -360,8 +458,14 @@ def cluster(**options) -> Iterator:
         Shape of the CPU cluster (``threads_per_worker`` also applies to GPU workers).
     scheduler_address, scheduler_file : str, optional
         Use a running ``dask scheduler`` instead of starting a cluster.
+    tls_ca_file, tls_cert, tls_key : str, optional
+        PEM files for a TLS scheduler (``tls://``): the CA that signed its certificate, and this
+        client's certificate and key (the key may be in the certificate file).
     dashboard_address : str, optional
         Where the dashboard listens (default ``127.0.0.1:8787``); ``dashboard=False`` for none.
+        Beyond loopback it is reachable from the network: the plan's notices warn.
+    host : str, optional
+        Where the scheduler and workers of a started cluster listen (default ``127.0.0.1``).
     rmm_pool_size, device_memory_limit, protocol :
         Passed to ``dask_cuda.LocalCUDACluster``.
 
@@ -373,3 +477,26 @@ def cluster(**options) -> Iterator:
     """
     with start(plan(**options)) as client:
         yield client
+
+
+def record_task_stream(client) -> bool:
+    """Have the scheduler record the task stream from now on.
+
+    Distributed starts recording only when a dashboard page that shows the task stream is
+    first opened; recording from the start lets a page opened after the run (``--keep-open``)
+    show the run's tasks. Returns False where the scheduler refuses (e.g. it runs no code sent
+    by clients).
+    """
+
+    def add_plugin(dask_scheduler=None):
+        from distributed.diagnostics.task_stream import TaskStreamPlugin
+
+        if TaskStreamPlugin.name not in dask_scheduler.plugins:
+            dask_scheduler.add_plugin(TaskStreamPlugin(dask_scheduler))
+
+    try:
+        client.run_on_scheduler(add_plugin)
+    except Exception as exc:  # the run itself does not need it
+        log.debug("cannot record the task stream: %s", exc)
+        return False
+    return True

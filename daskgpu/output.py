@@ -32,9 +32,24 @@ def _remove(path: str) -> None:
 
 
 def commit(temporary: str, path: str) -> None:
-    """Move a finished temporary file (or Zarr directory) to ``path``."""
-    if os.path.isdir(temporary) and os.path.exists(path):
-        _remove(path)  # os.replace cannot replace a directory
+    """Move a finished temporary file (or Zarr directory) to ``path``.
+
+    A file replaces a file in one rename. ``os.replace`` cannot replace a directory (or a
+    file with a directory), so an existing one is first renamed aside, and removed only once
+    the new output is in place: ``path`` never holds a half-written or half-removed output.
+    """
+    if os.path.isdir(path) and not os.path.islink(path) or (
+        os.path.isdir(temporary) and os.path.lexists(path)
+    ):
+        aside = _temporary_name(path) + ".old"
+        os.replace(path, aside)
+        try:
+            os.replace(temporary, path)
+        except BaseException:
+            os.replace(aside, path)  # put the old output back
+            raise
+        _remove(aside)
+        return
     os.replace(temporary, path)
 
 

@@ -53,8 +53,23 @@ class Param:
             return self.default
         try:
             return self.parse(value)
-        except (ValueError, TypeError) as exc:
-            raise ParameterError(f"{self.option} {value}: {exc}") from None
+        except (ValueError, TypeError, ArithmeticError) as exc:
+            error = ParameterError(f"{self.option} {_shown(value)}: {exc}")
+            error.reason = str(exc)  # the message without the option and value, for the CLI
+            raise error from None
+
+    @property
+    def is_output(self) -> bool:
+        """Whether the parameter names a file the pipeline writes (see :func:`output_path`)."""
+        return bool(getattr(self.parse, "writes_output", False))
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A user's value for an error line: one line, and long values cut short."""
+    if isinstance(value, (tuple, list)):
+        value = " ".join(map(str, value))
+    text = " ".join(str(value).split()) or repr(str(value))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def positive_int(value: Any) -> int:
@@ -77,23 +92,36 @@ def non_negative_int(value: Any) -> int:
     return number
 
 
+MAX_INTEGER = 2**62
+
+
 def _integer(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("must be an integer, not a boolean")
     if isinstance(value, int):
-        return value
+        return _bounded(value)
     text = str(value).strip().replace("_", "")
-    try:
-        return int(text)
-    except ValueError:
-        pass
+    if text.isdecimal() or (text[:1] in "+-" and text[1:].isdecimal()):
+        if len(text.lstrip("+-").lstrip("0")) > 19:  # beyond int64; int() refuses 4300 digits
+            raise ValueError(f"is too large (at most {MAX_INTEGER:.2e})")
+        return _bounded(int(text))
     try:
         as_float = float(text)
     except ValueError:
         raise ValueError("must be an integer") from None
-    if not as_float.is_integer() or abs(as_float) > 2**62:
+    if abs(as_float) > MAX_INTEGER and not math.isnan(as_float):
+        if text.lstrip("+-").lower() in ("inf", "infinity"):
+            raise ValueError("must be an integer")
+        raise ValueError(f"is too large (at most {MAX_INTEGER:.2e})")
+    if not as_float.is_integer():
         raise ValueError("must be an integer")
     return int(as_float)
+
+
+def _bounded(number: int) -> int:
+    if abs(number) > MAX_INTEGER:
+        raise ValueError(f"is too large (at most {MAX_INTEGER:.2e})")
+    return number
 
 
 def chunks(value: Any) -> str | tuple[int, ...]:
@@ -117,6 +145,8 @@ def chunks(value: Any) -> str | tuple[int, ...]:
         raise ValueError(
             "use 'auto', a positive block size (1000) or one per axis (1000,5000)"
         ) from None
+    if not sizes:
+        raise ValueError("use 'auto', a positive block size (1000) or one per axis (1000,5000)")
     return sizes
 
 
@@ -144,7 +174,7 @@ def finite_float(value: Any) -> float:
         raise ValueError("must be a number, not a boolean")
     try:
         number = float(str(value).strip()) if isinstance(value, str) else float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError("must be a number") from None
     if not math.isfinite(number):
         raise ValueError("must be a finite number")
@@ -179,7 +209,11 @@ def value_range(value: Any) -> tuple[float, float]:
 
 
 def output_path(suffixes: Sequence[str]) -> Callable[[Any], str | None]:
-    """A parser for a file to write: one of ``suffixes``, in a directory that exists."""
+    """A parser for a file to write: one of ``suffixes``, in a directory that exists.
+
+    The parser is marked ``writes_output``: a :class:`Param` using it is an output, which a
+    run refuses to overwrite unless asked to (see ``Pipeline.check_outputs``).
+    """
 
     def parse(value: Any) -> str | None:
         text = str(value).strip()
@@ -194,4 +228,5 @@ def output_path(suffixes: Sequence[str]) -> Callable[[Any], str | None]:
             raise ValueError("is a directory")
         return text
 
+    parse.writes_output = True
     return parse

@@ -9,6 +9,7 @@ crash.
 from __future__ import annotations
 
 import difflib
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -112,6 +113,35 @@ class Pipeline:
         if self.check is not None:
             self.check(**resolved)
         return resolved
+
+    def outputs(self, resolved: dict) -> dict[str, str]:
+        """The files a run with ``resolved`` parameters writes: ``{option: path}``."""
+        return {p.option: resolved[p.name] for p in self.params
+                if p.is_output and resolved.get(p.name) is not None}
+
+    def check_outputs(self, resolved: dict, overwrite: bool = False) -> None:
+        """Refuse to replace an existing output unless ``overwrite``, before any work starts.
+
+        Parameters
+        ----------
+        resolved : dict
+            Parameters from :meth:`resolve`.
+        overwrite : bool
+            Whether an existing output may be replaced (``--overwrite``).
+
+        Raises
+        ------
+        ParameterError
+            Naming the output that exists and the two ways on.
+        """
+        if overwrite:
+            return
+        for option, path in self.outputs(resolved).items():
+            if os.path.lexists(path):
+                raise ParameterError(
+                    f"{option} {path} exists; pass --overwrite (overwrite=True in Python) to "
+                    "replace it, or choose another path"
+                )
 
     def build(self, backend, **params: Any):
         """The lazy Dask collection of this pipeline, to compute or compose.

@@ -92,6 +92,7 @@ def run(
     backend: Backend | None = None,
     progress: bool = False,
     report: str | None = None,
+    overwrite: bool = False,
     **params: Any,
 ) -> RunResult:
     """Build, compute and verify a pipeline on a cluster.
@@ -109,6 +110,9 @@ def run(
     report : str, optional
         Save Dask's performance report of the computation (task stream, worker profile,
         bandwidth) to this self-contained HTML file.
+    overwrite : bool
+        Replace an existing output file (a pipeline's ``output``); without it an existing one
+        raises ParameterError before anything is computed.
     **params
         Pipeline parameters; the rest take their defaults.
 
@@ -123,6 +127,7 @@ def run(
     backend = backend if backend is not None else backends.detect(client)
 
     resolved = spec.resolve(**params)
+    spec.check_outputs(resolved, overwrite=overwrite)
     t0 = time.perf_counter()
     with dask.config.set(scheduler=client):  # a pipeline's preparatory passes run there too
         workload = spec.workload(backend, **resolved)

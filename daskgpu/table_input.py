@@ -10,6 +10,7 @@ import glob
 import os
 from dataclasses import dataclass
 
+from daskgpu.array_input import printable
 from daskgpu.errors import InputFileError
 
 _HOW = "give a Parquet or CSV file, a directory of them, or a glob"
@@ -29,10 +30,15 @@ def _files(path: str) -> list[str]:
     if any(ch in path for ch in "*?["):
         return sorted(p for p in glob.glob(path) if os.path.isfile(p))
     if os.path.isdir(path):
+        try:
+            names = os.listdir(path)
+        except OSError:
+            return []  # an unreadable directory: reported as holding no table file
         return sorted(
             os.path.join(path, name)
-            for name in os.listdir(path)
+            for name in names
             if name.lower().endswith((".parquet", ".pq", ".csv")) and not name.startswith(".")
+            and os.path.isfile(os.path.join(path, name))
         )
     return [path] if os.path.isfile(path) else []
 
@@ -59,6 +65,13 @@ def open_table(path: str, columns: dict[str, str], what: str = "--input") -> Tab
     InputFileError
         One line: missing path, corrupt file, missing columns (named), wrong types, no rows.
     """
+    try:
+        return _open_table(path, columns, what)
+    except InputFileError as exc:
+        raise InputFileError(printable(str(exc))) from None
+
+
+def _open_table(path: str, columns: dict[str, str], what: str) -> TableSource:
     if not any(ch in path for ch in "*?[") and not os.path.exists(path):
         raise InputFileError(f"{what} {path}: no such file or directory; {_HOW}")
     files = _files(path)
@@ -114,11 +127,26 @@ def _csv_schema(file: str, what: str) -> tuple[dict[str, str], int]:
             types[name] = "integer"
         elif pd.api.types.is_float_dtype(series):
             types[name] = "number"
-        elif pd.to_datetime(series, errors="coerce").notna().all() and len(series):
+        elif len(series) and _datetimes(series):
             types[name] = "datetime"
         else:
             types[name] = str(series.dtype)
     return types, _data_lines(file)
+
+
+def _datetimes(series) -> bool:
+    """Whether every value of a CSV column reads as a date and time."""
+    import warnings
+
+    import pandas as pd
+
+    with warnings.catch_warnings():
+        # "Could not infer format": a notice on stderr would break the one error line.
+        warnings.simplefilter("ignore")
+        try:
+            return bool(pd.to_datetime(series, errors="coerce").notna().all())
+        except (ValueError, TypeError, OverflowError):
+            return False
 
 
 def _data_lines(file: str) -> int:

@@ -31,6 +31,8 @@ CPU_DEFAULT_SIZE = 100_000_000
 # The exact comparison with numpy.histogram runs on this many leading values (all, if fewer).
 SAMPLE_SIZE = 1_000_000
 MAX_BINS = 10_000_000
+# The histogram kernel reads these element types; other inputs are refused up front.
+INPUT_DTYPES = ("float32", "float64")
 
 
 def default_size(backend, itemsize: int) -> int:
@@ -86,13 +88,18 @@ def _block_finite_extent(block):
 
 def check(*, size, chunks, dtype, seed, distribution, bins, range, input, output) -> None:
     """Refuse an unreadable input and block sizes that do not fit it, before a cluster starts."""
-    shape = array_input.open_array(input).shape if input is not None else (1,)
-    chunking.check_axes(chunks, shape)
+    if input is not None:
+        source = array_input.open_array(input, dtypes=INPUT_DTYPES)
+        chunking.check_blocks(chunks, source.shape, source.dtype.itemsize, "--input")
+    elif size is not None:
+        chunking.check_blocks(chunks, (size,), np.dtype(dtype).itemsize)
+    else:
+        chunking.check_axes(chunks, (1,))
 
 
 def _data(backend, size, chunks, dtype, seed, distribution, input):
     if input is not None:
-        source = array_input.open_array(input)
+        source = array_input.open_array(input, dtypes=INPUT_DTYPES)
         block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
         return array_input.to_dask(source, block, backend), {"source": input}
     dtype = np.dtype(dtype)

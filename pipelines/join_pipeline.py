@@ -44,6 +44,7 @@ BLOCK_ROWS = 1 << 16  # rows drawn from one random stream: the unit of reproduci
 GROUPS = 16  # the aggregate groups by key % GROUPS
 SAMPLE_ROWS = 100_000  # about this many joined rows are compared with pandas.merge
 BROADCAST = {"auto": None, "true": True, "false": False}
+MAX_PARTITIONS = 100_000  # a shuffle of more would not fit in one graph
 _LEFT, _RIGHT, _PERMUTATION = 0, 1, 2  # spawn keys of the random streams
 
 
@@ -236,8 +237,13 @@ def _join_algorithm(graph_keys) -> str:
 
 
 def check(*, rows, match, partitions, broadcast, seed) -> None:
-    """Refuse more partitions than rows, before a cluster starts."""
+    """Refuse more partitions than rows, or than one graph holds, before a cluster starts."""
     _check_partitions(partitions, rows or CPU_DEFAULT_ROWS, given=rows is not None)
+    if partitions is not None and partitions > MAX_PARTITIONS:
+        raise ParameterError(
+            f"--partitions {partitions}: at most {MAX_PARTITIONS:.0e} partitions fit in one "
+            "graph; give fewer"
+        )
 
 
 def _check_partitions(partitions, rows: int, given: bool = True) -> None:

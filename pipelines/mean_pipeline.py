@@ -73,8 +73,13 @@ PARAMS = (
 
 def check(*, size, chunks, dtype, seed, input) -> None:
     """Refuse an unreadable input, or block sizes that do not fit its axes, up front."""
-    shape = array_input.open_array(input).shape if input is not None else (1, 1)
-    chunking.check_axes(chunks, shape)
+    if input is not None:
+        source = array_input.open_array(input)
+        chunking.check_blocks(chunks, source.shape, source.dtype.itemsize, "--input")
+    elif size is not None:
+        chunking.check_blocks(chunks, (size, size), np.dtype(dtype).itemsize)
+    else:
+        chunking.check_axes(chunks, (1, 1))
 
 
 def baseline(backend, *, size, chunks, dtype, seed, input) -> float:

@@ -30,6 +30,9 @@ CPU_DEFAULT_SIZE = 4000
 EPS_PER_STEP = {"float64": 8.0, "float32": 8.0}
 CHECK_GRID = (41, 37)
 CHECK_CHUNKS = (12, 10)
+# Halo exchanges in one graph at most: each adds a map_overlap layer, and building the graph
+# grows faster than linearly with them (about 2 s for 1000 here, 50 s for 5000).
+MAX_EXCHANGES = 2_000
 
 
 def default_size(backend, itemsize: int) -> int:
@@ -132,8 +135,27 @@ def _sum_squares(block):
 
 
 def check(*, size, chunks, steps, alpha, steps_per_exchange, dtype, output) -> None:
-    """Refuse block sizes that do not fit a 2-D grid, before a cluster starts."""
-    chunking.check_axes(chunks, (1, 1))
+    """Refuse what cannot run, before a cluster starts.
+
+    Block sizes that do not fit a 2-D grid, a halo deeper than the grid, and graphs too large
+    to build (blocks times halo exchanges).
+    """
+    exchanges = -(-steps // steps_per_exchange)
+    if exchanges > MAX_EXCHANGES:
+        raise ParameterError(
+            f"--steps {steps}: {exchanges:.3g} halo exchanges of {steps_per_exchange} step(s); "
+            f"at most {MAX_EXCHANGES} fit in one graph: fewer --steps or a larger "
+            "--steps-per-exchange"
+        )
+    if size is None:
+        chunking.check_axes(chunks, (1, 1))
+        return
+    chunking.check_blocks(chunks, (size, size), np.dtype(dtype).itemsize, layers=exchanges)
+    if steps and steps_per_exchange > size:
+        raise ParameterError(
+            f"--steps-per-exchange {steps_per_exchange}: the halo would be deeper than the "
+            f"grid ({size} cells); use at most {size}"
+        )
 
 
 def _slicing_matches(steps, alpha, steps_per_exchange, dtype) -> tuple[bool, float]:

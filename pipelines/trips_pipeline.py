@@ -29,6 +29,15 @@ GPU_DEFAULT_ROWS = 200_000_000
 ROWS_PER_PARTITION = 2_000_000
 GROUP = ["hour", "passengers"]
 RTOL = 1e-9
+# More synthetic rows than this would make more partitions than a graph can hold.
+MAX_ROWS = ROWS_PER_PARTITION * 100_000
+
+
+def _rows(value) -> int:
+    number = positive_int(value)
+    if number > MAX_ROWS:
+        raise ValueError(f"at most {MAX_ROWS:.0e} rows")
+    return number
 
 
 def _input(value):
@@ -39,7 +48,7 @@ def _input(value):
 
 
 PARAMS = (
-    Param("rows", positive_int, None, "rows of synthetic trips [default: 20 million on CPU, "
+    Param("rows", _rows, None, "rows of synthetic trips [default: 20 million on CPU, "
           "200 million on GPUs]", "N"),
     Param("seed", non_negative_int, None, "seed of the synthetic trips [default: fresh, "
           "reported]", "INT"),

@@ -94,3 +94,14 @@ def run_cli(*args, env=None, timeout=180, cwd=None):
         timeout=timeout,
         cwd=cwd or ROOT,
     )
+
+
+def alive(pid: int, made: float) -> bool:
+    """Whether process ``pid``, created at ``made`` (psutil's create_time), still runs."""
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        return p.create_time() == made and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

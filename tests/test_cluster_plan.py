@@ -316,6 +316,18 @@ PLAN_ERRORS = [
         "--device-memory-limit",
         id="device-limit-on-cpu",
     ),
+    pytest.param(
+        dict(cpu=True, dashboard_address="127.0.0.1:x"),
+        ClusterError,
+        "--dashboard-address 127.0.0.1:x",
+        id="dashboard-port-not-a-number",
+    ),
+    pytest.param(
+        dict(cpu=True, tls_ca_file="ca.pem"), ClusterError, "existing TLS scheduler", id="tls-local"
+    ),
+    pytest.param(
+        dict(scheduler_address=ADDRESS, host="0.0.0.0"), ClusterError, "--host", id="host-external"
+    ),
     pytest.param(dict(gpus="2"), DeviceSelectionError, "out of range", id="gpu-out-of-range"),
     pytest.param(dict(gpus="0,,1"), DeviceSelectionError, "empty item", id="bad-gpus-syntax"),
 ]
@@ -488,5 +500,108 @@ def test_memory_sizes_are_handed_over_as_dask_cuda_reads_them(gpus):
     assert p.options["device_memory_limit"] == 0.8
     assert p.options["rmm_pool_size"] == "20GB"
     assert clusters.plan(gpus="0", rmm_pool_size="1000000").options["rmm_pool_size"] == 1_000_000
-    with pytest.raises(ClusterError, match="memory size 'lots'"):
+    with pytest.raises(ClusterError, match="--rmm-pool-size 'lots'"):
         clusters.plan(gpus="0", rmm_pool_size="lots")
+
+
+# --------------------------------------------------------------------------------------------
+# Listening beyond loopback: allowed when asked for, with a warning
+
+
+def _exposure_notes(p) -> list[str]:
+    return [n for n in p.notices if "reachable from the network" in n]
+
+
+def test_default_plans_listen_on_loopback_without_warning(gpus):
+    for p in (clusters.plan(cpu=True), clusters.plan(gpus="0")):
+        assert p.options["host"] == "127.0.0.1"
+        assert p.options["dashboard_address"] == "127.0.0.1:8787"
+        assert _exposure_notes(p) == []
+
+
+@pytest.mark.parametrize(
+    "address", [":8787", "8787", "0.0.0.0:8787", "10.0.0.5:0", "127.0.0.1:8787,:8788"]
+)
+def test_dashboard_beyond_loopback_warns_once(address):
+    p = clusters.plan(cpu=True, workers=1, dashboard_address=address)
+    assert p.options["dashboard_address"] == address  # allowed: the user asked for it
+    notes = _exposure_notes(p)
+    assert len(notes) == 1, p.notices
+    assert notes[0].startswith("Warning: the dashboard")
+    assert address in notes[0]
+    assert "without TLS" in notes[0]
+    assert "--dashboard-address 127.0.0.1:8787" in notes[0]  # how to keep it local
+    assert "\n" not in notes[0]
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:8787", "localhost:0", "127.0.0.2:9000"])
+def test_dashboard_on_loopback_does_not_warn(address):
+    assert _exposure_notes(clusters.plan(cpu=True, workers=1, dashboard_address=address)) == []
+
+
+def test_no_dashboard_means_no_dashboard_warning_and_loopback_http(gpus):
+    p = clusters.plan(cpu=True, dashboard=False, dashboard_address=":8787")
+    assert _exposure_notes(p) == []
+    # distributed's HTTP server (health, metrics) stays on loopback even with --host elsewhere
+    p = clusters.plan(gpus="0", dashboard=False, host="10.0.0.5")
+    assert p.options["scheduler_kwargs"]["dashboard_address"] == "127.0.0.1:0"
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.5"])
+def test_host_beyond_loopback_is_passed_on_with_a_warning(gpus, host):
+    for p in (clusters.plan(cpu=True, workers=1, host=host), clusters.plan(gpus="0", host=host)):
+        assert p.options["host"] == host
+        notes = _exposure_notes(p)
+        assert len(notes) == 1, p.notices
+        assert f"listens on {host}" in notes[0]
+        assert "--host 127.0.0.1" in notes[0]
+
+
+def test_warnings_follow_the_cpu_fallback_notice(no_gpu):
+    p = clusters.plan(dashboard_address="0.0.0.0:0")
+    assert p.kind == "cpu"
+    assert len(p.notices) == 2
+    assert "No GPU found" in p.notices[0]
+    assert "dashboard" in p.notices[1]
+
+
+def test_loopback_host_with_external_scheduler_is_fine():
+    p = clusters.plan(scheduler_address=ADDRESS, host="127.0.0.1", dashboard_address=":8787")
+    assert p.kind == "external"
+    assert p.notices == []  # it starts nothing, so nothing of daskgpu's listens
+
+
+def _can_bind(host: str) -> bool:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+    except OSError:
+        return False
+    return True
+
+
+def test_dashboard_link_names_where_it_listens_not_the_scheduler_host(monkeypatch):
+    # --host moves the scheduler and workers; the dashboard stays where --dashboard-address says,
+    # and its link must say that too (distributed's own link takes the scheduler's host).
+    if not _can_bind("127.0.0.2"):
+        pytest.skip("127.0.0.2 is not a loopback address here")
+    monkeypatch.setattr(clusters, "_local_cuda_cluster_class", _no_cuda_cluster)
+    with daskgpu.cluster(cpu=True, workers=1, threads_per_worker=1, host="127.0.0.2",
+                         dashboard_address="127.0.0.1:0") as client:
+        assert client.scheduler.address.startswith("tcp://127.0.0.2:")
+        link = clusters.info(client).dashboard
+        assert urlparse(link).hostname == "127.0.0.1"
+        with urllib.request.urlopen(link, timeout=30) as response:
+            assert response.status == 200
+
+
+@pytest.mark.parametrize("limit", ["banana", "-5", "1e400", "2.5", "-1GB"])
+def test_host_memory_limit_is_checked_before_anything_starts(limit):
+    with pytest.raises(ClusterError, match=f"--memory-limit '{limit}'"):
+        clusters.plan(cpu=True, memory_limit=limit)
+
+
+@pytest.mark.parametrize(("limit", "handed"), [("auto", "auto"), ("4GiB", "4GiB"), ("0.5", 0.5),
+                                               ("0", 0), (2**30, 2**30)])
+def test_host_memory_limit_is_handed_over_as_distributed_reads_it(limit, handed):
+    assert clusters.plan(cpu=True, memory_limit=limit).options["memory_limit"] == handed

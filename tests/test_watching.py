@@ -13,6 +13,7 @@ import urllib.request
 
 import psutil
 from conftest import ROOT, run_cli
+from conftest import alive as _alive
 
 
 def test_report_is_a_self_contained_html_file_naming_the_tasks(tmp_path):
@@ -78,14 +79,6 @@ def test_keep_open_serves_the_dashboard_until_ctrl_c(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-
-
-def _alive(pid: int, made: float) -> bool:
-    try:
-        p = psutil.Process(pid)
-        return p.create_time() == made and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def test_keep_open_is_off_by_default():
