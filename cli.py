@@ -403,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"error: {_one_line(exc)}", err=True)
         return exc.exit_code
     except (KeyboardInterrupt, click.exceptions.Abort):
+        # The cluster is closed by now: another Ctrl-C must not cut the exit short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         click.echo("interrupted: cluster shut down", err=True)
         return EXIT_INTERRUPTED
     except click.exceptions.Exit as exc:

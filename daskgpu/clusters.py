@@ -390,7 +390,8 @@ def start(p: ClusterPlan) -> Iterator:
         with client.as_current():
             yield client
     finally:
-        _close(client, cluster)
+        with failures.closing():  # a second Ctrl-C waits until the cluster is closed
+            _close(client, cluster)
 
 
 def dashboard_link(client) -> str | None:

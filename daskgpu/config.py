@@ -42,4 +42,20 @@ def get(key: str):
     return dask.config.get(f"daskgpu.{key}")
 
 
+def scheduler_settings() -> dict:
+    """The distributed settings a scheduler that daskgpu starts gets from ``daskgpu.faults``.
+
+    For ``dask.config.set`` around the cluster's creation: the scheduler reads them then.
+
+    Returns
+    -------
+    dict
+        ``{"distributed.scheduler.allowed-failures": 3, ...}``.
+    """
+    return {
+        "distributed.scheduler.allowed-failures": int(get("faults.allowed-failures")),
+        "distributed.scheduler.no-workers-timeout": get("faults.no-workers-timeout"),
+    }
+
+
 load()

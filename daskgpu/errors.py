@@ -1,4 +1,4 @@
-"""Errors that mean "the user asked for something that cannot be done" (exit code 2)."""
+"""Errors explained in one line: bad input or environment (exit code 2), a run that failed (1)."""
 
 from __future__ import annotations
 
@@ -34,3 +34,12 @@ class BackendUnavailable(DaskGPUError):
 
 class UnknownPipeline(DaskGPUError):
     """A pipeline name that is not registered."""
+
+
+class RunFailed(DaskGPUError):
+    """A run that started but could not finish: its workers died, or all of them were lost.
+
+    The command line prints the message and exits with code 1.
+    """
+
+    exit_code = 1

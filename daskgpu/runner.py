@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import time
 from dataclasses import asdict, dataclass, field
@@ -9,7 +10,7 @@ from typing import Any
 
 import dask
 
-from daskgpu import backends, clusters, memory, output, registry
+from daskgpu import backends, clusters, failures, memory, output, registry
 from daskgpu.backends import Backend
 from daskgpu.errors import ClusterError
 from daskgpu.progress import ProgressBar
@@ -79,7 +80,7 @@ def _compute(client, collection, backend: Backend, bar: ProgressBar | None):
             bar.start(futures)
         # One result() per future: an interrupted client.gather leaves an asyncio task whose
         # exception is reported, with a traceback, at exit.
-        results = [backends.to_host(f.result()) for f in futures]
+        results = [backends.to_host(r) for r in failures.results(client, futures)]
     finally:
         for future in futures:
             future.release()
@@ -129,7 +130,10 @@ def run(
     resolved = spec.resolve(**params)
     spec.check_outputs(resolved, overwrite=overwrite)
     t0 = time.perf_counter()
-    with dask.config.set(scheduler=client):  # a pipeline's preparatory passes run there too
+    # A pipeline's preparatory passes run on the cluster too; an interrupted build leaves no
+    # output temporary behind.
+    with dask.config.set(scheduler=client), \
+            failures.discarding_new_temporaries(spec.outputs(resolved).values()):
         workload = spec.workload(backend, **resolved)
     marks = memory.start(client)
     bar = ProgressBar(client) if progress else None
@@ -147,6 +151,9 @@ def run(
             bar.end()
         for temporary, _final in workload.outputs:
             output.discard(temporary)
+            # A task still running on a worker may write into it again (a Zarr chunk recreates
+            # its folder) until the cluster is closed: remove it once more at exit.
+            atexit.register(output.discard, temporary)
         raise
     for temporary, final in workload.outputs:
         output.commit(temporary, final)

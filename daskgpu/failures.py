@@ -1,0 +1,191 @@
+"""Waiting for a run's results when workers die: recover where Dask can, fail in one line where not.
+
+A worker that dies mid-run (killed, out of memory) costs only time: the scheduler reruns its tasks
+and recomputes the results it held on the other workers, and a nanny restarts it. A run cannot
+finish when the same task kills worker after worker (distributed's ``KilledWorker``, after
+``daskgpu.faults.allowed-failures`` retries) or when no worker is left at all for
+``daskgpu.faults.no-workers-timeout``. Both become :class:`~daskgpu.errors.RunFailed`.
+
+The scheduler of a cluster daskgpu starts applies both limits itself
+(:func:`daskgpu.config.scheduler_settings`); an existing scheduler has its own settings, so the
+client also watches the worker count while it waits, and gives up after the same timeout.
+
+And an interrupt: :func:`interrupts_deferred` holds Ctrl-C back while a cluster starts, so that
+the cluster is always complete, and closed, when the interrupt lands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import dask.utils
+
+from daskgpu import config as daskgpu_config
+from daskgpu.errors import RunFailed
+
+POLL_S = 0.05  # how often the client looks at its futures
+WORKERS_POLL_S = 1.0  # how often it asks the scheduler for the worker count
+
+
+def _lost_all(timeout: str) -> RunFailed:
+    return RunFailed(
+        f"the run could not finish: all workers were lost and none came back within {timeout} "
+        "(daskgpu.faults.no-workers-timeout); restart the workers, or look at their logs for "
+        "why they died, and run again"
+    )
+
+
+def _as_run_failed(exc: BaseException) -> RunFailed | None:
+    """The one-line failure for an exception that means the workers are gone, else None."""
+    from distributed.scheduler import KilledWorker, NoValidWorkerError, NoWorkerError
+
+    if isinstance(exc, KilledWorker):
+        return RunFailed(
+            f"the run could not finish: {exc.allowed_failures + 1} workers died while running "
+            f"task {dask.utils.key_split(exc.task)!r} (daskgpu.faults.allowed-failures = "
+            f"{exc.allowed_failures}); most often a worker runs out of memory: use smaller "
+            "--chunks, a larger --memory-limit, or fewer threads per worker"
+        )
+    if isinstance(exc, NoWorkerError | NoValidWorkerError):
+        return _lost_all(f"{exc.timeout:g}s")
+    return None
+
+
+def _has_workers(client) -> bool:
+    try:
+        return bool(client.nthreads())
+    except (OSError, TimeoutError):  # the scheduler does not answer: no worker to be had either
+        return False
+
+
+def results(client, futures: list) -> list:
+    """The results of ``futures``, in order, or :class:`RunFailed` if the workers are gone.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The client the futures belong to.
+    futures : list of distributed.Future
+
+    Returns
+    -------
+    list
+        One result per future.
+
+    Raises
+    ------
+    RunFailed
+        A task killed ``allowed-failures + 1`` workers, or the cluster had no worker for
+        ``daskgpu.faults.no-workers-timeout``.
+    """
+    text = daskgpu_config.get("faults.no-workers-timeout")
+    limit = dask.utils.parse_timedelta(text) if text is not None else None
+    since = None  # when the client first saw no worker
+    asked = time.monotonic()
+    # Polled rather than blocking in result(): an interrupted blocking wait leaves an asyncio
+    # task whose exception is reported, with a traceback, at exit.
+    while not all(f.done() for f in futures):
+        time.sleep(POLL_S)
+        now = time.monotonic()
+        if limit is None or now - asked < WORKERS_POLL_S:
+            continue
+        asked = now
+        if _has_workers(client):
+            since = None
+        elif since is None:
+            since = now
+        elif now - since > limit:
+            raise _lost_all(text)
+    try:
+        return [f.result() for f in futures]
+    except Exception as exc:
+        failed = _as_run_failed(exc)
+        if failed is None:
+            raise
+        raise failed from None
+
+
+@contextlib.contextmanager
+def interrupts_deferred(signums=(signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """Hold Ctrl-C (and SIGTERM) back while the block runs, then deliver it.
+
+    Starting a cluster cannot be cut short cleanly: a cluster interrupted while its workers
+    start is never returned to be closed, and distributed's exit handler then fails on the
+    half-started workers with a traceback. Inside this block a signal is only noted; on leaving
+    it, the usual handlers are back and a noted signal is raised again, so the caller's cleanup
+    (closing the now complete cluster) runs as for an interrupt a moment later. Outside the main
+    thread (where handlers cannot be set) it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: noted.append(signum)) for s in signums}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if noted:
+            signal.raise_signal(noted[0])
+
+
+@contextlib.contextmanager
+def discarding_new_temporaries(paths) -> Iterator[None]:
+    """Remove the output temporaries begun inside the block if it fails (or is interrupted).
+
+    A pipeline may begin writing an output while its graph is built (a ``.npy`` file created up
+    front), before the run knows the workload's outputs; an interrupt then must not leave the
+    temporary behind. Temporaries are named as :mod:`daskgpu.output` names them.
+    """
+    def temporaries(path: str) -> set[str]:
+        folder, name = os.path.split(os.path.abspath(path))
+        return set(glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.partial-*")))
+
+    paths = [p for p in paths if p]
+    before = {p: temporaries(p) for p in paths}
+    try:
+        yield
+    except BaseException:
+        from daskgpu import output
+
+        for p in paths:
+            for temporary in temporaries(p) - before[p]:
+                output.discard(temporary)
+        raise
+
+
+@contextlib.contextmanager
+def _distributed_logs_quiet() -> Iterator[None]:
+    names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "distributed"]
+    loggers = [logging.getLogger(n) for n in ["distributed", *names]]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+@contextlib.contextmanager
+def closing() -> Iterator[None]:
+    """Around closing a cluster: a second Ctrl-C waits until it is closed.
+
+    Cut short, the closing would leave half-closed workers behind (and a retry waits forever on
+    them). When the cluster closes because of an exception (an interrupt, a failed run), the
+    errors of the scheduler's work cut short are no news to the user, and are not logged.
+    """
+    failing = sys.exc_info()[1] is not None
+    quiet = _distributed_logs_quiet() if failing else contextlib.nullcontext()
+    with interrupts_deferred(), quiet:
+        yield

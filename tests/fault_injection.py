@@ -1,0 +1,317 @@
+"""Faults injected for real, shared by tests/test_faults.py and benchmarks/bench_faults.py.
+
+- :class:`WorkerKiller`: SIGKILL one worker process of a running cluster once it is running
+  tasks and holds results, i.e. in the middle of a computation.
+- :func:`interrupt_cli`: run ``python cli.py ...`` and send SIGINT/SIGTERM (once or twice) in a
+  chosen phase: cluster start, computation, or writing ``--output``; report the exit code, how
+  long it took to exit, processes left behind and output files left behind.
+- :class:`SpillWatch`: the most bytes the workers held at once (in memory and spilled) and the
+  bytes they wrote to disk, sampled while a run computes.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def wait_for(condition, timeout: float, interval: float = 0.05, what: str = "condition"):
+    """Poll ``condition()`` until it returns something true; return it, or raise TimeoutError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} within {timeout} s")
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------- process trees
+
+
+def descendants(pid: int) -> set[tuple[int, float]]:
+    """``(pid, create_time)`` of every process below ``pid`` (children, grandchildren, ...)."""
+    out = set()
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return out
+    for child in children:
+        try:
+            out.add((child.pid, child.create_time()))
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def alive(recorded) -> list[int]:
+    """The pids of ``recorded`` ``(pid, create_time)`` processes still running (not zombies)."""
+    out = []
+    for pid, created in recorded:
+        try:
+            proc = psutil.Process(pid)
+            if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def kill_all(recorded) -> None:
+    """SIGKILL what is left of ``recorded`` processes (cleanup after a failed check)."""
+    for pid in alive(recorded):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+
+
+# --------------------------------------------------------------------------- worker loss
+
+
+@dataclass
+class Kill:
+    """One SIGKILL of a worker: which one, and what it was doing."""
+
+    address: str
+    pid: int
+    processing: int  # tasks it was running or queued to run
+    holding: int  # results it held
+    at: float  # time.monotonic() of the kill
+
+
+def _worker_load(dask_scheduler=None) -> dict:
+    return {a: (len(ws.processing), len(ws.has_what)) for a, ws in dask_scheduler.workers.items()}
+
+
+class WorkerKiller(threading.Thread):
+    """SIGKILL one worker of ``client``'s cluster in the middle of a computation.
+
+    Start it, then compute; it waits until a worker is running tasks and holds at least
+    ``min_held`` results, and kills that worker's process. ``kill`` records it (None if the
+    computation ended first). The worker pids are taken when the killer is made.
+    """
+
+    def __init__(self, client, min_held: int = 1, timeout: float = 120.0):
+        super().__init__(daemon=True)
+        self.client = client
+        self.min_held = min_held
+        self.timeout = timeout
+        self.pids = client.run(os.getpid)  # address -> pid
+        self.kill: Kill | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        """Poll the scheduler every 20 ms; kill the first busy worker."""
+        deadline = time.monotonic() + self.timeout
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            load = self.client.run_on_scheduler(_worker_load)
+            for address, (processing, held) in load.items():
+                if processing and held >= self.min_held and address in self.pids:
+                    os.kill(self.pids[address], signal.SIGKILL)
+                    self.kill = Kill(address, self.pids[address], processing, held,
+                                     time.monotonic())
+                    return
+            time.sleep(0.02)
+
+
+def removal_event(client, address: str) -> dict | None:
+    """The scheduler's record of removing worker ``address``, if it logged one."""
+    for _when, event in client.get_events(address):
+        if isinstance(event, dict) and event.get("action") == "remove-worker":
+            return event
+    return None
+
+
+def run_killing_a_worker(client, pipeline: str, n_workers: int, **params):
+    """``daskgpu.run`` with one worker SIGKILLed mid-run; return ``(result, kill, seconds)``.
+
+    Waits afterwards until the nanny has brought the cluster back to ``n_workers`` workers.
+    """
+    import daskgpu
+
+    killer = WorkerKiller(client)
+    killer.start()
+    began = time.perf_counter()
+    try:
+        result = daskgpu.run(pipeline, client=client, **params)
+    finally:
+        seconds = time.perf_counter() - began
+        killer.stop.set()
+        killer.join()
+    client.wait_for_workers(n_workers, timeout=120)
+    return result, killer.kill, seconds
+
+
+# --------------------------------------------------------------------------- interrupts
+
+
+@dataclass
+class Interrupted:
+    """What a CLI run did after being signalled."""
+
+    returncode: int | None
+    exit_s: float  # from the first signal to the exit
+    stdout: str
+    stderr: str
+    left_behind: list[int]  # descendant processes alive after the exit (and a grace period)
+    recorded: set = field(default_factory=set)  # every descendant seen
+    leftover_files: list[str] = field(default_factory=list)  # output or temporaries
+
+
+def _default_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def _spawning_workers(children) -> bool:
+    for pid, _created in children:
+        try:
+            if any("spawn_main" in part for part in psutil.Process(pid).cmdline()):
+                return True
+        except psutil.NoSuchProcess:
+            continue
+    return False
+
+
+def _phase_reached(phase: str, proc, err_path: Path, output: Path | None) -> bool:
+    children = descendants(proc.pid)
+    stderr = err_path.read_text()
+    if phase == "start":  # worker processes spawning, the cluster not yet up
+        return _spawning_workers(children) and "Dashboard:" not in stderr
+    if phase == "compute":  # the cluster is up and the run computing
+        return len(children) >= 2 and "Dashboard:" in stderr
+    if phase == "output":  # the output's temporary beside the target exists
+        return bool(glob.glob(str(output.parent / f".{output.name}.partial-*")))
+    raise ValueError(phase)
+
+
+def interrupt_cli(args: list[str], phase: str, signals: list[int], tmp_path: Path,
+                  output: Path | None = None, env: dict | None = None,
+                  between_s: float = 0.05, exit_timeout: float = 60.0,
+                  phase_timeout: float = 120.0) -> Interrupted:
+    """Run ``python cli.py ARGS``, send ``signals`` once ``phase`` is reached, and watch it end.
+
+    Parameters
+    ----------
+    args : list of str
+        CLI arguments (``run``, the pipeline, its options).
+    phase : {"start", "compute", "output"}
+        When to signal: worker processes spawning; computing; the output temporary exists.
+    signals : list of int
+        Sent to the CLI process one after another, ``between_s`` apart (two SIGINTs: a double
+        Ctrl-C).
+    tmp_path : Path
+        Where stdout and stderr are written.
+    output : Path, optional
+        The run's ``--output``: needed for ``phase="output"``; afterwards neither it nor a
+        temporary beside it may exist (``leftover_files`` lists any).
+
+    Returns
+    -------
+    Interrupted
+        ``returncode`` is None if the process did not exit within ``exit_timeout`` (it is then
+        killed).
+    """
+    out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
+    environment = dict(os.environ if env is None else env)
+    environment.pop("CUDA_VISIBLE_DEVICES", None)
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        # Default signal handling in the child, as in a terminal, whatever this process has
+        # (a background job of a script ignores SIGINT, and a child would inherit that).
+        proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *args], stdout=out,
+                                stderr=err, env=environment, cwd=ROOT, start_new_session=True,
+                                preexec_fn=_default_signals)
+    recorded: set = set()
+    try:
+        deadline = time.monotonic() + phase_timeout
+        while not _phase_reached(phase, proc, err_path, output):
+            recorded |= descendants(proc.pid)
+            if proc.poll() is not None:
+                raise AssertionError(f"exited ({proc.returncode}) before phase {phase!r}: "
+                                     f"{err_path.read_text()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"phase {phase!r} not reached in {phase_timeout} s")
+            time.sleep(0.02)
+        recorded |= descendants(proc.pid)
+        began = time.monotonic()
+        for i, signum in enumerate(signals):
+            if i:
+                time.sleep(between_s)
+            if proc.poll() is None:
+                proc.send_signal(signum)
+        returncode = None
+        while time.monotonic() - began < exit_timeout:
+            recorded |= descendants(proc.pid)  # workers may still be spawning
+            returncode = proc.poll()
+            if returncode is not None:
+                break
+            time.sleep(0.05)
+        exit_s = time.monotonic() - began
+        try:  # orphans of a dead parent need a moment to notice
+            wait_for(lambda: not alive(recorded), timeout=10, interval=0.1)
+        except TimeoutError:
+            pass
+        left = alive(recorded)
+        files = []
+        if output is not None:
+            files = sorted(glob.glob(str(output.parent / f".{output.name}.partial-*")))
+            if output.exists():
+                files.append(str(output))
+        return Interrupted(returncode, exit_s, out_path.read_text(), err_path.read_text(), left,
+                           recorded, files)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        kill_all(recorded)
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def _held(dask_worker=None) -> tuple[int, int, int]:
+    data = dask_worker.data
+    in_memory = sum(data.fast.weights.values())
+    spilled = data.spilled_total.memory
+    written = int(data.cumulative_metrics.get(("disk-write", "bytes"), 0))
+    return in_memory, spilled, written
+
+
+class SpillWatch(threading.Thread):
+    """Sample what each worker holds (in memory, spilled to disk) while a run computes.
+
+    ``peak_held`` is the most bytes (sizes in memory) the workers held at once, spilled or not;
+    ``peak_spilled`` the most of them on disk at once; ``written`` the bytes written to disk.
+    """
+
+    def __init__(self, client, interval: float = 0.2):
+        super().__init__(daemon=True)
+        self.client = client
+        self.interval = interval
+        self.stop = threading.Event()
+        self.peak_held = self.peak_spilled = self.written = 0
+
+    def sample(self) -> None:
+        """Take one sample of every worker."""
+        samples = self.client.run(_held).values()
+        self.peak_held = max(self.peak_held, sum(m + s for m, s, _ in samples))
+        self.peak_spilled = max(self.peak_spilled, sum(s for _, s, _ in samples))
+        self.written = max(self.written, sum(w for _, _, w in samples))
+
+    def run(self) -> None:
+        """Sample until stopped."""
+        while not self.stop.wait(self.interval):
+            self.sample()
