@@ -31,8 +31,7 @@ import dask.utils
 from daskgpu import config as daskgpu_config
 from daskgpu.errors import RunFailed
 
-POLL_S = 0.05  # how often the client looks at its futures
-WORKERS_POLL_S = 1.0  # how often it asks the scheduler for the worker count
+WORKERS_POLL_S = 1.0  # how often a waiting client asks the scheduler for the worker count
 
 
 def _lost_all(timeout: str) -> RunFailed:
@@ -66,6 +65,25 @@ def _has_workers(client) -> bool:
         return False
 
 
+def _all_done(futures: list) -> threading.Event:
+    """An event set once every future is done (finished, failed or cancelled)."""
+    done = threading.Event()
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def one_done(_future) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0] <= 0:
+                done.set()
+
+    if not futures:
+        done.set()
+    for future in futures:
+        future.add_done_callback(one_done)
+    return done
+
+
 def results(client, futures: list) -> list:
     """The results of ``futures``, in order, or :class:`RunFailed` if the workers are gone.
 
@@ -89,15 +107,14 @@ def results(client, futures: list) -> list:
     text = daskgpu_config.get("faults.no-workers-timeout")
     limit = dask.utils.parse_timedelta(text) if text is not None else None
     since = None  # when the client first saw no worker
-    asked = time.monotonic()
-    # Polled rather than blocking in result(): an interrupted blocking wait leaves an asyncio
-    # task whose exception is reported, with a traceback, at exit.
-    while not all(f.done() for f in futures):
-        time.sleep(POLL_S)
-        now = time.monotonic()
-        if limit is None or now - asked < WORKERS_POLL_S:
+    # Waiting on an event the futures set, not blocking in result(): the wait ends the moment
+    # the last result is in (a run's timing must not include a polling delay), Ctrl-C can cut
+    # it, and an interrupted wait leaves no asyncio task behind to report a traceback at exit.
+    done = _all_done(futures)
+    while not done.wait(WORKERS_POLL_S) and not all(f.done() for f in futures):
+        if limit is None:
             continue
-        asked = now
+        now = time.monotonic()
         if _has_workers(client):
             since = None
         elif since is None:

@@ -40,8 +40,9 @@ class RunResult:
         return asdict(self)
 
 
-def _workers(client, peaks: dict) -> list[dict]:
+def _workers(client, pending_peaks) -> list[dict]:
     info = backends.scheduler_workers(client)
+    peaks = pending_peaks.result()
     out = []
     for address, w in sorted(info.items()):
         out.append(
@@ -163,7 +164,8 @@ def run(
     t2 = time.perf_counter()
     if bar is not None:
         bar.end()
-    peaks = memory.peaks(client, marks)  # outside compute_s and verify_s: it is not the work
+    # Outside compute_s and verify_s (it is not the work), and alongside the verification.
+    pending_peaks = memory.peaks_in_background(client, marks)
     t_verify = time.perf_counter()
     check = spec.verify(workload, raw)
     t3 = time.perf_counter()
@@ -182,7 +184,7 @@ def run(
         pipeline=spec.name,
         backend=backend.name,
         devices=[d.as_dict() for d in backend.devices],
-        workers=_workers(client, peaks),
+        workers=_workers(client, pending_peaks),
         params=resolved,
         data=workload.description,
         value=value,

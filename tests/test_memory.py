@@ -32,3 +32,40 @@ def test_run_reports_each_workers_peak_and_it_follows_the_block_size(cpu_client)
     # each worker held at least one 64 MiB block of the histogram's input, none of the mean's
     assert max(w["host_peak_bytes"] for w in big.workers) >= (
         max(w["host_peak_bytes"] for w in small.workers) + 0.9 * BLOCK_BYTES)
+
+
+def test_workers_that_nvml_shows_a_gpu_report_its_device_memory_peak():
+    # The made-up NVML: each worker's first visible GPU has 20 GiB of 80 GiB in use, which
+    # distributed's system monitor samples; the run falls back to CPU workers (no GPU stack).
+    import json
+
+    from conftest import fake_nvml_env, run_cli
+
+    gib = 2**30
+    spec = {"gpus": [{"name": "Fake H100", "uuid": "GPU-5e1f0000-0000-4000-8000-000000000001",
+                      "memory_total": 80 * gib, "memory_free": 60 * gib}]}
+    proc = run_cli("run", "mean-pipeline", "--size", "1000", "--workers", "2", "--json",
+                   "--no-dashboard", env=fake_nvml_env(spec))
+    assert proc.returncode == 0, proc.stderr
+    workers = json.loads(proc.stdout)["workers"]
+    assert len(workers) == 2
+    for w in workers:
+        assert w["device_peak_bytes"] == 20 * gib
+        assert w["host_peak_bytes"] > 10 * 2**20
+
+
+def test_local_workers_are_measured_from_here_after_the_first_run(cpu_client):
+    import os
+
+    first = daskgpu.run("mean-pipeline", client=cpu_client, size=1000)
+    # The workers of a cluster started here are this process's children: their pids are kept,
+    # and the next runs reset and read their peaks through /proc, without a message.
+    assert memory._LOCAL_PIDS[cpu_client] == cpu_client.run(os.getpid)
+    second = daskgpu.run("histogram-pipeline", client=cpu_client, size=2 * BLOCK_BYTES // 8,
+                         chunks=str(BLOCK_BYTES // 8), bins=16, range=(0, 1))
+    assert max(w["host_peak_bytes"] for w in second.workers) >= (
+        max(w["host_peak_bytes"] for w in first.workers) + 0.9 * BLOCK_BYTES)
+    third = daskgpu.run("mean-pipeline", client=cpu_client, size=1000)
+    # reset at the start of the third run: the histogram's blocks no longer count
+    assert max(w["host_peak_bytes"] for w in third.workers) < (
+        max(w["host_peak_bytes"] for w in second.workers) - 0.5 * BLOCK_BYTES)
