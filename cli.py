@@ -18,9 +18,16 @@ from rich.table import Table
 
 import daskgpu
 from daskgpu import bench as benchmarks
-from daskgpu import clusters, devices, registry, report, runner
+from daskgpu import clusters, devices, failures, registry, report, runner
 from daskgpu.errors import DaskGPUError, ParameterError
 from daskgpu.params import Param, output_path
+
+if getattr(sys.modules.get("__main__"), "__name__", None) == "__mp_main__":
+    # This program, imported again by multiprocessing in a worker process it started. A
+    # terminal's Ctrl-C reaches the whole process group; it is the client's to handle (it closes
+    # the cluster), so the worker ignores it from now on, before its Worker even exists
+    # (daskgpu.worker_setup does the same later, for workers other programs start).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 EXIT_VERIFY_FAILED = 1
 EXIT_USAGE = 2
@@ -383,13 +390,31 @@ def _one_line(message: str) -> str:
     return " ".join(str(message).split())
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and map errors to one line and an exit code."""
-    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, failures.raise_interrupt)
+    signal.signal(signal.SIGTERM, failures.raise_interrupt)
+    try:
+        return _run_app(argv)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        # Here too when a second Ctrl-C lands while the first is being handled. The cluster is
+        # closed by now: no further signal may cut the exit short.
+        _ignore_interrupts()
+        click.echo("interrupted: cluster shut down", err=True)
+        return EXIT_INTERRUPTED
+
+
+def _ignore_interrupts() -> None:
+    while True:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            return
+        except KeyboardInterrupt:  # one more, before the first line above took effect
+            continue
+
+
+def _run_app(argv: list[str] | None) -> int:
     try:
         app.main(args=argv, prog_name="cli.py", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -402,18 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     except DaskGPUError as exc:
         click.echo(f"error: {_one_line(exc)}", err=True)
         return exc.exit_code
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        # The cluster is closed by now: another Ctrl-C must not cut the exit short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        click.echo("interrupted: cluster shut down", err=True)
-        return EXIT_INTERRUPTED
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

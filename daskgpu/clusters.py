@@ -328,10 +328,13 @@ def _start_local(p: ClusterPlan):
     cls = _local_cuda_cluster_class() if p.kind == "gpu" else LocalCluster
     # Ctrl-C waits for the start to end (then the cluster is closed); the scheduler reads
     # daskgpu's fault settings as it starts.
+    failures.quiet_interrupted_syncs()
     with failures.interrupts_deferred(), warnings.catch_warnings(record=True) as caught, \
             dask.config.set(daskgpu_config.scheduler_settings()):
         warnings.simplefilter("always")
-        cluster = cls(silence_logs=logging.ERROR, **p.options)
+        # Workers log only what is critical: a run's failures reach the client, which says
+        # them in one line; a worker cut off from a closing scheduler is no news.
+        cluster = cls(silence_logs=logging.CRITICAL, **p.options)
     for w in caught:
         text = str(w.message)
         if "already in use" in text:

@@ -155,6 +155,48 @@ def interrupts_deferred(signums=(signal.SIGINT, signal.SIGTERM)) -> Iterator[Non
             signal.raise_signal(noted[0])
 
 
+def raise_interrupt(signum, frame) -> None:
+    """A SIGINT/SIGTERM handler: KeyboardInterrupt, but never inside a gc callback or ``__del__``.
+
+    Python reports an exception raised there as "ignored", with a traceback, and the interrupt
+    is lost; distributed's scheduler runs such a callback at every garbage collection. There
+    the signal is sent again a moment later, to land in ordinary code.
+    """
+    while frame is not None:
+        if frame.f_code.co_name in ("_gc_callback", "__del__"):
+            threading.Timer(0.01, os.kill, (os.getpid(), signum)).start()
+            return
+        frame = frame.f_back
+    raise KeyboardInterrupt
+
+
+class _InterruptedSyncFilter(logging.Filter):
+    """Drop tornado's report of distributed's ``sync`` failing to cancel (a NameError).
+
+    A Ctrl-C that lands in a blocking client call before the call has begun its work makes
+    distributed's cancel callback fail on a variable it has not set yet; nothing is wrong, but
+    tornado logs a traceback.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, NameError):
+            return True
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        code = tb.tb_frame.f_code if tb is not None else None
+        return not (code is not None and code.co_name == "cancel"
+                    and "distributed" in code.co_filename)
+
+
+def quiet_interrupted_syncs() -> None:
+    """Install :class:`_InterruptedSyncFilter` on tornado's callback logger (once)."""
+    logger = logging.getLogger("tornado.application")
+    if not any(isinstance(f, _InterruptedSyncFilter) for f in logger.filters):
+        logger.addFilter(_InterruptedSyncFilter())
+
+
 @contextlib.contextmanager
 def discarding_new_temporaries(paths) -> Iterator[None]:
     """Remove the output temporaries begun inside the block if it fails (or is interrupted).

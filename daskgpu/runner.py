@@ -136,10 +136,11 @@ def run(
     with dask.config.set(scheduler=client), \
             failures.discarding_new_temporaries(spec.outputs(resolved).values()):
         workload = spec.workload(backend, **resolved)
-    marks = memory.start(client)
-    bar = ProgressBar(client) if progress else None
-    t1 = time.perf_counter()
+    bar = None
     try:
+        marks = memory.start(client)
+        bar = ProgressBar(client) if progress else None
+        t1 = time.perf_counter()
         with contextlib.ExitStack() as stack:
             if report is not None:
                 from distributed import performance_report
@@ -148,13 +149,15 @@ def run(
                 stack.enter_context(performance_report(filename=temporary, mode="inline"))
             raw = _compute(client, workload.collection, backend, bar)
     except BaseException:
+        for temporary, _final in workload.outputs:
+            # A task still running on a worker may write into it again (a Zarr chunk recreates
+            # its folder) until the cluster is closed, and a second Ctrl-C may cut the removal
+            # below short: remove it once more at exit.
+            atexit.register(output.discard, temporary)
         if bar is not None:
             bar.end()
         for temporary, _final in workload.outputs:
             output.discard(temporary)
-            # A task still running on a worker may write into it again (a Zarr chunk recreates
-            # its folder) until the cluster is closed: remove it once more at exit.
-            atexit.register(output.discard, temporary)
         raise
     for temporary, final in workload.outputs:
         output.commit(temporary, final)
