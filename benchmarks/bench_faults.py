@@ -1,6 +1,6 @@
 """Faults for real, N times each: how many runs still finish right, and what the fault costs.
 
-    python benchmarks/bench_faults.py [--repeat 5]
+    python benchmarks/bench_faults.py [--repeat 5] [--only worker-loss|memory|interrupts]
 
 - worker SIGKILLed mid-run (mean, stencil, trips on two single-thread CPU workers): runs that
   finished with the verified answer equal to the clean run's, and their time against clean runs
@@ -139,8 +139,13 @@ def interrupts(repeat: int) -> None:
                     run_args += ["--output", str(output)]
                 r = faults.interrupt_cli(run_args, phase, signals, tmp_path, output=output)
                 exits.append(r.exit_s)
-                clean += bool(r.returncode == 130 and not r.left_behind
-                              and not r.leftover_files and "Traceback" not in r.stderr)
+                fine = bool(r.returncode == 130 and not r.left_behind
+                            and not r.leftover_files and "Traceback" not in r.stderr)
+                clean += fine
+                if not fine:
+                    print(f"    not clean: exit {r.returncode}, processes left {r.left_behind}, "
+                          f"files left {r.leftover_files}; stderr:\n"
+                          + "\n".join("      " + line for line in r.stderr.splitlines()[-12:]))
         print(f"interrupt, {label}: {clean}/{repeat} exited 130 with no process and no output "
               f"left; exit {summary(exits)} after the signal")
 
@@ -148,12 +153,17 @@ def interrupts(repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--only", choices=["worker-loss", "memory", "interrupts"],
+                        help="run one section")
     args = parser.parse_args()
     print(machine())
-    with tempfile.TemporaryDirectory() as folder:
-        worker_loss(args.repeat, folder)
-    memory_pressure(args.repeat)
-    interrupts(args.repeat)
+    if args.only in (None, "worker-loss"):
+        with tempfile.TemporaryDirectory() as folder:
+            worker_loss(args.repeat, folder)
+    if args.only in (None, "memory"):
+        memory_pressure(args.repeat)
+    if args.only in (None, "interrupts"):
+        interrupts(args.repeat)
 
 
 if __name__ == "__main__":

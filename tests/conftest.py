@@ -105,3 +105,20 @@ def alive(pid: int, made: float) -> bool:
         return p.create_time() == made and p.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def stop_cluster_processes(procs) -> None:
+    """Stop ``[scheduler, worker, ...]`` Popen objects: the workers first (they say goodbye to
+    the scheduler, which then closes at once), then the scheduler; kill what does not stop."""
+    import subprocess
+
+    for group in (procs[1:], procs[:1]):
+        for proc in group:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in group:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=15)

@@ -17,6 +17,7 @@ import sys
 import textwrap
 import time
 
+import fault_injection
 import numpy as np
 import psutil
 import pytest
@@ -493,16 +494,7 @@ def test_wrong_answer_exits_1(tmp_path):
 # --------------------------------------------------------------------------- interrupts
 
 
-def _alive(recorded: list[tuple[int, float]]) -> list[int]:
-    out = []
-    for pid, created in recorded:
-        try:
-            proc = psutil.Process(pid)
-            if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return out
+_alive = fault_injection.alive
 
 
 @pytest.mark.parametrize(

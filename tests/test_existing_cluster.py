@@ -10,22 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, stop_cluster_processes
 
 DASK = Path(sys.executable).parent / "dask"
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
-    procs = procs[::-1]  # workers first, then the scheduler
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+_stop = stop_cluster_processes
 
 
 def _workers(scheduler_file: Path) -> list[str]:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, stop_cluster_processes
 
 import daskgpu
 from daskgpu import clusters, security
@@ -54,19 +54,7 @@ def _cli_tls(files: dict) -> list[str]:
     return ["--tls-ca-file", files["ca"], "--tls-cert", files["cert"], "--tls-key", files["key"]]
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
-    """Workers first (they say goodbye to the scheduler), then the scheduler."""
-    workers, scheduler = procs[1:], procs[:1]
-    for group in (workers, scheduler):
-        for proc in group:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in group:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=15)
+_stop = stop_cluster_processes
 
 
 @pytest.fixture(scope="module")
