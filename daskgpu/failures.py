@@ -38,7 +38,8 @@ def _lost_all(timeout: str) -> RunFailed:
     return RunFailed(
         f"the run could not finish: all workers were lost and none came back within {timeout} "
         "(daskgpu.faults.no-workers-timeout); restart the workers, or look at their logs for "
-        "why they died, and run again"
+        "why they died (often a --memory-limit below what a worker's own libraries take, a few "
+        "hundred MB), and run again"
     )
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
+from conftest import run_cli
 from fault_injection import (
     ROOT,
     SpillWatch,
@@ -119,6 +120,23 @@ def test_a_task_that_keeps_killing_workers_is_one_line():
     lost = failures._as_run_failed(NoWorkerError("sum-aggregate", 60))
     assert "all workers were lost" in str(lost) and "within 60s" in str(lost)
     assert failures._as_run_failed(ValueError("a bug")) is None
+
+
+def test_a_chunk_bigger_than_the_memory_limit_ends_in_one_line_for_real():
+    # One 288 MB block for a worker limited to 150 MiB: its nanny kills it past 95 % of the
+    # limit, every time, until the scheduler gives up on the task (KilledWorker).
+    began = time.monotonic()
+    proc = run_cli("run", "stencil-pipeline", "--cpu", "--workers", "1", "--size", "6000",
+                   "--chunks", "6000", "--steps", "4", "--memory-limit", "150MiB",
+                   "--no-dashboard", "--quiet", timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: the run could not finish: 4 workers died while running "
+                               "task 'initial_block'"), lines[0]
+    assert "--memory-limit" in lines[0]
+    assert time.monotonic() - began < 90
 
 
 @pytest.fixture
