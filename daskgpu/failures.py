@@ -59,11 +59,41 @@ def _as_run_failed(exc: BaseException) -> RunFailed | None:
     return None
 
 
-def _has_workers(client) -> bool:
+def _all_paused(timeout: str) -> RunFailed:
+    return RunFailed(
+        f"the run could not finish: every worker has been paused for {timeout} "
+        "(daskgpu.faults.paused-timeout): its memory stays above distributed's pause threshold "
+        "(80% of --memory-limit) even with its data spilled, so it runs no task; give each "
+        "worker more memory (a larger --memory-limit, or fewer workers)"
+    )
+
+
+def _worker_statuses(client) -> list[str]:
+    """The status of every worker ("running", "paused", ...); none when unreachable."""
+    from daskgpu.backends import scheduler_workers
+
     try:
-        return bool(client.nthreads())
+        return [str(w.get("status", "running")) for w in scheduler_workers(client).values()]
     except (OSError, TimeoutError):  # the scheduler does not answer: no worker to be had either
-        return False
+        return []
+
+
+class _Watch:
+    """How long a bad state of the cluster has lasted, against a ``daskgpu.faults`` timeout."""
+
+    def __init__(self, key: str):
+        self.text = daskgpu_config.get(f"faults.{key}")
+        self.limit = dask.utils.parse_timedelta(self.text) if self.text is not None else None
+        self.since: float | None = None
+
+    def persists(self, bad: bool) -> bool:
+        """Note the state now; True once it has been bad for longer than the limit."""
+        now = time.monotonic()
+        if not bad:
+            self.since = None
+        elif self.since is None:
+            self.since = now
+        return self.limit is not None and self.since is not None and now - self.since > self.limit
 
 
 def _all_done(futures: list) -> threading.Event:
@@ -102,26 +132,23 @@ def results(client, futures: list) -> list:
     Raises
     ------
     RunFailed
-        A task killed ``allowed-failures + 1`` workers, or the cluster had no worker for
-        ``daskgpu.faults.no-workers-timeout``.
+        A task killed ``allowed-failures + 1`` workers, the cluster had no worker for
+        ``daskgpu.faults.no-workers-timeout``, or every worker was paused (its memory above
+        distributed's pause threshold) for ``daskgpu.faults.paused-timeout``.
     """
-    text = daskgpu_config.get("faults.no-workers-timeout")
-    limit = dask.utils.parse_timedelta(text) if text is not None else None
-    since = None  # when the client first saw no worker
+    lost, paused = _Watch("no-workers-timeout"), _Watch("paused-timeout")
     # Waiting on an event the futures set, not blocking in result(): the wait ends the moment
     # the last result is in (a run's timing must not include a polling delay), Ctrl-C can cut
     # it, and an interrupted wait leaves no asyncio task behind to report a traceback at exit.
     done = _all_done(futures)
     while not done.wait(WORKERS_POLL_S) and not all(f.done() for f in futures):
-        if limit is None:
+        if lost.limit is None and paused.limit is None:
             continue
-        now = time.monotonic()
-        if _has_workers(client):
-            since = None
-        elif since is None:
-            since = now
-        elif now - since > limit:
-            raise _lost_all(text)
+        statuses = _worker_statuses(client)
+        if lost.persists(not statuses):
+            raise _lost_all(lost.text)
+        if paused.persists(bool(statuses) and all(s == "paused" for s in statuses)):
+            raise _all_paused(paused.text)
     try:
         return [f.result() for f in futures]
     except Exception as exc:

@@ -139,6 +139,25 @@ def test_a_chunk_bigger_than_the_memory_limit_ends_in_one_line_for_real():
     assert time.monotonic() - began < 90
 
 
+def test_workers_paused_for_good_end_in_one_line_instead_of_a_hang():
+    # distributed pauses a worker whose own memory passes its pause threshold; one that never
+    # gets below it runs no task again. Here the threshold is 10% of 300 MiB, below what any
+    # worker takes, so both workers pause at once and for good.
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE": "0.1",
+           "DASK_DISTRIBUTED__WORKER__MEMORY__TERMINATE": "False",
+           "DASKGPU_FAULTS__PAUSED_TIMEOUT": "2s"}
+    began = time.monotonic()
+    proc = run_cli("run", "mean-pipeline", "--cpu", "--workers", "2", "--size", "2000",
+                   "--memory-limit", "300MiB", "--no-dashboard", "--quiet", env=env, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: the run could not finish: every worker has been paused "
+                               "for 2s"), lines[0]
+    assert time.monotonic() - began < 60
+
+
 @pytest.fixture
 def external_cluster(tmp_path):
     """A ``dask scheduler`` with its default settings and one ``dask worker`` (with a nanny)."""
