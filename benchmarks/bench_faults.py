@@ -50,7 +50,7 @@ INTERRUPTS = {
     "SIGINT writing stencil .npy": (["run", "stencil-pipeline", *CLUSTER, "--size", "3000",
                                      "--chunks", "500", "--steps", "200"], "output",
                                     [signal.SIGINT], "u.npy"),
-    "SIGTERM writing histogram .csv": (["run", "histogram-pipeline", *CLUSTER, "--size",
+    "SIGTERM writing histogram .csv": (["run", "histogram-pipeline", *CLUSTER, "--values",
                                         "3000000", "--bins", "3000000", "--range", "0", "1",
                                         "--json"], "output", [signal.SIGTERM], "h.csv"),
     "double Ctrl-C mid-computation": (["run", "mean-pipeline", *CLUSTER, "--size", "200000"],

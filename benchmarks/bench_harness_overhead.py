@@ -30,7 +30,7 @@ from unittest import mock
 from harness import machine
 
 import daskgpu
-from daskgpu import backends, memory, runner
+from daskgpu import memory, runner
 
 
 def _no_memory():
@@ -50,7 +50,7 @@ def main() -> None:
     computes: dict[str, list[float]] = defaultdict(list)
 
     with daskgpu.cluster(cpu=True, workers=2, threads_per_worker=1, dashboard=False) as client:
-        backend = backends.detect(client)
+        backend = client.backend
 
         def bare():
             client.compute(spec.build(backend, **params)).result()

@@ -34,14 +34,15 @@ sys.path.insert(0, str(ROOT))
 from harness import pipeline_bench, summary, timed  # noqa: E402
 
 import daskgpu  # noqa: E402
-from daskgpu import clusters  # noqa: E402
+from daskgpu import session as sessions  # noqa: E402
+from daskgpu.cluster_plan import plan  # noqa: E402
 
 
 def start_time(workers: int, threads: int) -> float:
     """Seconds to start (and close) a CPU cluster of this layout."""
-    plan = clusters.plan(cpu=True, workers=workers, threads_per_worker=threads, dashboard=False)
-    with clusters.start(plan) as client:
-        return clusters.info(client).start_s
+    chosen = plan(cpu=True, workers=workers, threads_per_worker=threads, dashboard=False)
+    with sessions.start(chosen) as session:
+        return session.start_s
 
 
 def main() -> None:
@@ -68,7 +69,7 @@ def main() -> None:
     results = {label: pipeline_bench("mean-pipeline", params, workers=w, threads_per_worker=t,
                                      repeat=repeat, show=False).measurements[0]
                for label, (w, t) in layouts.items()}
-    default_plan = clusters.plan(cpu=True)
+    default_plan = plan(cpu=True)
     default_layout = f"{default_plan.n_workers} x {default_plan.threads_per_worker}"
     default = pipeline_bench("mean-pipeline", params, workers=default_plan.n_workers,
                              threads_per_worker=default_plan.threads_per_worker,

@@ -2,7 +2,7 @@
 
 Pipelines are measured with :func:`pipeline_bench`, a call of ``daskgpu.bench.bench`` (the
 same code as ``python cli.py bench``); kernels, which are not pipelines, with :func:`timed`,
-which times through ``daskgpu.bench.time_call``.
+which times through ``daskgpu.timing.time_call``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from daskgpu import backends  # noqa: E402
+from daskgpu import (
+    backends,  # noqa: E402
+    report,  # noqa: E402
+)
 from daskgpu import bench as daskgpu_bench  # noqa: E402
+from daskgpu.timing import time_call  # noqa: E402
 
 CPU = backends.get("cpu")
 
@@ -27,7 +31,7 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
     Returns the wall times of the timed runs and the last result.
     """
     results = [fn()]
-    times = [daskgpu_bench.time_call(CPU, lambda: results.append(fn())) for _ in range(repeat)]
+    times = [time_call(CPU, lambda: results.append(fn())) for _ in range(repeat)]
     return times, results[-1]
 
 
@@ -62,7 +66,7 @@ def pipeline_bench(name: str, params: dict, workers: int = 2, repeat: int = 3, w
     if show:
         from rich.console import Console
 
-        Console(width=200).print(daskgpu_bench.table(result))
+        Console(width=200).print(report.bench_table(result))
     if not result.verified:
         raise SystemExit(f"{name}: a run failed its verification")
     return result

@@ -11,45 +11,24 @@ Only workers touch a GPU: a GPU baseline runs on one worker through ``client.sub
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import platform
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
-from typing import Any
 
-from daskgpu import backends, clusters, registry, runner
+import dask.system
+
+from daskgpu import backends, registry, runner
+from daskgpu import session as sessions
+from daskgpu.cluster_plan import plan
 from daskgpu.errors import ParameterError
+from daskgpu.registry import Resolved
 
-SIZE_PARAMS = ("size", "rows")  # the parameter --weak scales, first found
+SIZE_PARAMS = ("size", "values", "rows")  # the parameter --weak scales, first found
 LIBRARIES = ("dask", "distributed", "numpy", "pandas", "numba", "daskgpu", "matplotlib",
              "cupy", "cudf", "dask-cuda")
-
-
-def time_call(backend, fn: Callable[[], Any]) -> float:
-    """Seconds ``fn()`` takes, waiting for the GPU's queued work where ``backend`` is a GPU one.
-
-    Parameters
-    ----------
-    backend : Backend
-        On GPU this must be called on a worker (it synchronises the device).
-    fn : callable
-        The computation to time, without arguments.
-
-    Returns
-    -------
-    float
-        Wall seconds.
-    """
-    backends.synchronize(backend)
-    began = time.perf_counter()
-    fn()
-    backends.synchronize(backend)
-    return time.perf_counter() - began
 
 
 @dataclass
@@ -138,7 +117,7 @@ def _cupy_distribution() -> str:
 
 def hardware(gpus: list[str]) -> dict:
     """CPU count, platform, and the GPU names of the runs' devices."""
-    return {"cpu_count": os.cpu_count(), "machine": platform.machine(),
+    return {"cpu_count": dask.system.CPU_COUNT, "machine": platform.machine(),
             "processor": platform.processor() or None, "python": platform.python_version(),
             "gpus": gpus}
 
@@ -168,61 +147,55 @@ def _size_param(spec: registry.Pipeline) -> str:
     raise ParameterError(f"--weak: {spec.name} has no size parameter ({', '.join(SIZE_PARAMS)})")
 
 
-def _cluster_sizes(cluster_options: dict) -> tuple[str, list[dict]]:
-    """The kind of cluster and the options of each sweep step: 1, 2, ..., N devices."""
-    first = clusters.plan(**cluster_options)
+def _cluster_sizes(cluster_options: dict) -> list[dict]:
+    """The options of each sweep step: 1, 2, ..., N devices (GPUs or CPU workers)."""
+    first = plan(**cluster_options)
     if first.kind == "external":
         raise ParameterError("--sweep starts its own clusters: it cannot use an existing "
                              "scheduler (--scheduler-address/--scheduler-file)")
     if first.kind == "gpu":
         uuids = [d.uuid for d in first.devices]
-        return "gpu", [{**cluster_options, "gpus": ",".join(uuids[:k])}
-                       for k in range(1, len(uuids) + 1)]
-    n = cluster_options.get("workers") or os.cpu_count() or 1
+        return [{**cluster_options, "gpus": ",".join(uuids[:k])}
+                for k in range(1, len(uuids) + 1)]
+    n = cluster_options.get("workers") or dask.system.CPU_COUNT
     threads = cluster_options.get("threads_per_worker") or 1
-    return "cpu", [{**cluster_options, "cpu": True, "gpus": None, "workers": k,
-                    "threads_per_worker": threads} for k in range(1, n + 1)]
+    return [{**cluster_options, "cpu": True, "gpus": None, "workers": k,
+             "threads_per_worker": threads} for k in range(1, n + 1)]
 
 
-def _baseline(spec, client, backend, params: dict, times: int) -> float | None:
+def _baseline(spec, session, resolved: Resolved, times: int) -> float | None:
     """Median seconds of ``times`` baseline runs: here on CPU, on one worker on GPU."""
     if spec.baseline is None:
         return None
     runs = []
     for _ in range(max(1, times)):
-        if backend.is_gpu:
+        if resolved.backend.is_gpu:
+            client = session.client
             worker = sorted(backends.scheduler_workers(client))[0]
-            future = client.submit(spec.baseline, backend, **params, workers=[worker],
-                                   pure=False, allow_other_workers=False)
+            future = client.submit(spec.baseline, resolved, workers=[worker], pure=False,
+                                   allow_other_workers=False)
             runs.append(float(future.result()))
             future.release()
         else:
-            runs.append(float(spec.baseline(backend, **params)))
+            runs.append(float(spec.baseline(resolved)))
     return statistics.median(runs)
 
 
-def _measure(spec, client, params: dict, repeat: int, warmup: int, baseline_runs: int,
+def _measure(spec, session, resolved: Resolved, repeat: int, warmup: int, baseline_runs: int,
              devices: int, progress: Callable[[str], None]) -> Measurement:
-    backend = backends.detect(client)
     for i in range(warmup):
         progress(f"{spec.name} on {devices} device(s): warm-up {i + 1}/{warmup}")
-        runner.run(spec, client, backend=backend, overwrite=True, **params)
+        runner.execute(spec, session, resolved)
     results = []
     for i in range(repeat):
         progress(f"{spec.name} on {devices} device(s): run {i + 1}/{repeat}")
-        results.append(runner.run(spec, client, backend=backend, overwrite=True, **params))
+        results.append(runner.execute(spec, session, resolved))
     times = [r.timings["compute_s"] for r in results]
     median = statistics.median(times)
     last = results[-1]
-    eps = last.throughput.get("elements_per_s")
-    elements = round(eps * last.timings["compute_s"]) if eps else None
-    nbytes = (last.throughput.get("bytes_per_s") or 0) * last.timings["compute_s"]
-    # The baseline on the same data: the run's own seed where the pipeline drew one.
-    same = dict(last.params)
-    if same.get("seed", 0) is None and last.data.get("seed") is not None:
-        same["seed"] = last.data["seed"]
     progress(f"{spec.name}: baseline ({baseline_runs} run(s))")
-    base = _baseline(spec, client, backend, same, baseline_runs)
+    base = _baseline(spec, session, resolved, baseline_runs)  # the same values, seed included
+    elements, nbytes = last.elements, last.nbytes
     return Measurement(
         devices=devices,
         params=dict(last.params),
@@ -295,35 +268,40 @@ def bench(
     spec = registry.get(name)
     params = dict(params)
     overwrite = bool(params.pop("overwrite", overwrite))
-    # fail on a bad value, or an existing output, before anything starts
-    spec.check_outputs(spec.resolve(**params), overwrite=overwrite)
-    note = progress or (lambda _text: None)
-    baseline_runs = baseline_runs or min(repeat, 3)
     size_name = _size_param(spec) if weak else None
     if weak and params.get(size_name) is None:
-        raise ParameterError(f"--weak needs --{size_name.replace('_', '-')} N: the size on one "
-                             "device, which the sweep scales with the device count")
-    if sweep:
-        kind, steps = _cluster_sizes(cluster_options)
-    else:
-        steps = [cluster_options]
+        raise ParameterError(f"--weak needs --{size_name.replace('_', '-')} N: the size on "
+                             "one device, which the sweep scales with the device count")
+    steps = _cluster_sizes(cluster_options) if sweep else [cluster_options]
+    plans = [plan(**step) for step in steps]
+    # Fail on a bad value, or an existing output, before anything starts (where the plan
+    # knows the backend: an existing scheduler's workers are asked once connected).
+    first = None
+    if plans[0].backend is not None:
+        first = spec.resolve(plans[0].backend, **params)
+        spec.check_outputs(first, overwrite=overwrite)
+    note = progress or (lambda _text: None)
+    baseline_runs = baseline_runs or min(repeat, 3)
     measurements: list[Measurement] = []
     notices: list[str] = []
     backend_name = None
     dims = 1
-    for step in steps:
-        plan = clusters.plan(**step)
-        notices.extend(n for n in plan.notices if n not in notices)
-        devices = len(plan.devices) if plan.kind == "gpu" else (plan.n_workers or 0)
+    for step_plan in plans:
+        devices = len(step_plan.devices) if step_plan.kind == "gpu" else (step_plan.n_workers or 0)
         run_params = dict(params)
         if weak and measurements:
             k = devices / measurements[0].devices
             run_params[size_name] = max(1, round(params[size_name] * k ** (1.0 / dims)))
-        with clusters.start(plan) as client:
-            if plan.kind == "external":
-                devices = len(backends.scheduler_workers(client))
-            m = _measure(spec, client, run_params, repeat, warmup, baseline_runs, devices, note)
-            backend_name = backend_name or backends.detect(client).name
+        with sessions.start(step_plan) as session:
+            notices.extend(n for n in session.notices if n not in notices)
+            if session.kind == "external":
+                devices = len(backends.scheduler_workers(session.client))
+            resolved = first if first is not None and not measurements else None
+            if resolved is None:
+                resolved = spec.resolve(session.backend, **run_params)
+                spec.check_outputs(resolved, overwrite=overwrite or bool(measurements))
+            m = _measure(spec, session, resolved, repeat, warmup, baseline_runs, devices, note)
+            backend_name = backend_name or session.backend.name
         if weak and not measurements:
             dims = _dimensions(m)
         measurements.append(m)
@@ -354,80 +332,3 @@ def _scaling(measurements: list[Measurement], sweep: bool, weak: bool) -> None:
         else:
             m.speedup = t1 / m.median_s
             m.efficiency = m.speedup / k
-
-
-def write_json(result: BenchResult, path: str) -> None:
-    """Write every measurement, the hardware and the versions to ``path`` (atomically)."""
-    from daskgpu import output
-
-    with output.atomic(path) as temporary, open(temporary, "w") as f:
-        json.dump(result.as_dict(), f, indent=2, allow_nan=False, default=str)
-        f.write("\n")
-
-
-def write_plot(result: BenchResult, path: str) -> None:
-    """Draw throughput and parallel efficiency against device count to a PNG (Agg backend).
-
-    The baseline's throughput is a horizontal line on the throughput panel.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    from matplotlib.figure import Figure
-
-    from daskgpu import output
-
-    ms = result.measurements
-    x = [m.devices for m in ms]
-    unit = "GPUs" if result.backend == "gpu" else "CPU workers"
-    fig = Figure(figsize=(10, 4), dpi=100, layout="constrained")
-    left, right = fig.subplots(1, 2)
-    left.plot(x, [m.elements_per_s or 0 for m in ms], "o-", label=result.pipeline)
-    base = [m.baseline_elements_per_s for m in ms if m.baseline_elements_per_s]
-    if base:
-        left.axhline(statistics.median(base), color="tab:red", linestyle="--",
-                     label="baseline (one process, no Dask)")
-    left.set_xlabel(unit)
-    left.set_ylabel("elements / s")
-    left.set_title(f"{result.pipeline}: throughput ({result.mode})")
-    left.legend()
-    right.plot(x, [m.efficiency if m.efficiency is not None else 0 for m in ms], "o-",
-               label="efficiency")
-    right.axhline(1.0, color="gray", linestyle=":", label="ideal")
-    right.set_ylim(bottom=0)
-    right.set_xlabel(unit)
-    right.set_ylabel("parallel efficiency")
-    right.set_title("weak scaling: t(1)/t(k)" if result.mode == "weak" else
-                    "strong scaling: t(1) / (k t(k))")
-    right.legend()
-    for ax in (left, right):
-        ax.set_xticks(x)
-        ax.grid(True, alpha=0.3)
-    with output.atomic(path) as temporary:
-        fig.savefig(temporary, format="png")
-
-
-def table(result: BenchResult):
-    """A rich table: one row per cluster size."""
-    from rich.table import Table
-
-    unit = "GPUs" if result.backend == "gpu" else "workers"
-    t = Table(title=f"daskgpu bench: {result.pipeline} ({result.backend}, {result.mode}, "
-              f"{result.repeat} runs after {result.warmup} warm-up)", title_justify="left")
-    for col in (unit, "size", "min s", "median s", "max s", "elements/s", "GB/s", "baseline s",
-                "baseline/median", "speedup", "efficiency", "verified"):
-        t.add_column(col, justify="right")
-
-    def num(v, fmt):
-        return "-" if v is None else format(v, fmt)
-
-    for m in result.measurements:
-        t.add_row(
-            str(m.devices), num(m.elements, ",d"), num(m.min_s, ".3f"), num(m.median_s, ".3f"),
-            num(m.max_s, ".3f"), num(m.elements_per_s, ".3g"),
-            num(m.bytes_per_s and m.bytes_per_s / 1e9, ".2f"), num(m.baseline_s, ".3f"),
-            num(m.ratio, ".2f") + ("x" if m.ratio is not None else ""),
-            num(m.speedup, ".2f"), num(m.efficiency, ".2f"),
-            "[green]yes[/green]" if m.verified else "[red]NO[/red]",
-        )
-    return t

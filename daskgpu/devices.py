@@ -4,6 +4,10 @@ Everything here reads NVML (nvidia-ml-py) only: the client process never creates
 context. Indices follow nvidia-smi (NVML enumerates in PCI bus order). Where
 ``CUDA_VISIBLE_DEVICES`` is already set, indices are positions in that list, as CUDA counts
 them, and devices outside it cannot be chosen.
+
+One job, a little over the house's usual module size: the inventory and the selection rules
+(indices, ranges, UUIDs and their prefixes, MIG instances, a pre-set ``CUDA_VISIBLE_DEVICES``)
+share the same records and error wording, and splitting them would split each rule in two.
 """
 
 from __future__ import annotations

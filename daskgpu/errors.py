@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
+from collections.abc import Iterator
+
 
 class DaskGPUError(Exception):
     """A problem with the user's input or environment, explained in one line.
@@ -43,3 +47,49 @@ class RunFailed(DaskGPUError):
     """
 
     exit_code = 1
+
+
+# Flags of the command line, as a Python caller spells them.
+_PYTHON_FLAGS = {
+    "--overwrite": "overwrite=True",
+    "--cpu": "cpu=True",
+    "--no-dashboard": "dashboard=False",
+    "--sweep": "sweep=True",
+    "--weak": "weak=True",
+}
+_OPTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)(?: (\S+?)(?=[:;,)]|\s|$))?")
+
+
+def python_spelling(message: str) -> str:
+    """A message naming command-line options, with the Python keyword names instead.
+
+    >>> python_spelling("--chunks 0: must be positive; or --cpu")
+    'chunks=0: must be positive; or cpu=True'
+    >>> python_spelling("--gpus and --cpu contradict each other")
+    'gpus=... and cpu=True contradict each other'
+    """
+
+    def keyword(match: re.Match) -> str:
+        option, word = "--" + match.group(1), match.group(2)
+        after = f" {word}" if word else ""
+        if option in _PYTHON_FLAGS:
+            return _PYTHON_FLAGS[option] + after
+        name = match.group(1).replace("-", "_")
+        is_value = word and (match.string[match.end():match.end() + 1] == ":"
+                             or not word.isalpha())
+        return f"{name}={word}" if is_value else f"{name}=...{after}"
+
+    return _OPTION.sub(keyword, message)
+
+
+@contextlib.contextmanager
+def python_names() -> Iterator[None]:
+    """Around a Python API call: a DaskGPUError names ``chunks=``, not ``--chunks``."""
+    try:
+        yield
+    except DaskGPUError as exc:
+        if getattr(exc, "python_spelling", False):
+            raise
+        again = type(exc)(python_spelling(str(exc)))
+        again.python_spelling = True
+        raise again from None

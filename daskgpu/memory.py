@@ -2,8 +2,9 @@
 
 Host: on Linux, the kernel's own high-water mark of each worker process (``VmHWM``), reset when
 the run starts (``/proc/<pid>/clear_refs``), so even a short-lived peak between samples counts.
-Workers that are this process's children (a cluster daskgpu started) are read and reset from
-here through ``/proc``, without a message to them; others are asked.
+Workers that are this process's children (a cluster daskgpu started, whose pids its
+:class:`~daskgpu.session.Session` holds) are read and reset from here through ``/proc``, without a
+message to them; others are asked.
 Elsewhere, and for device memory, the samples of distributed's own system monitor taken during
 the run (every 0.5 s, plus one at its end).
 """
@@ -12,13 +13,10 @@ from __future__ import annotations
 
 import os
 import time
-import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import dask.config
 import dask.utils
-
-_LOCAL_PIDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # client -> {address: pid}
 
 
 def _reset_high_water_mark(pid: int | str = "self") -> bool:
@@ -71,53 +69,53 @@ def _peaks(since: float, dask_worker=None) -> dict:
     return out
 
 
-def start(client) -> float:
-    """Mark the start of a run on every worker; pass the result to :func:`peaks`.
+def start(session) -> float:
+    """Mark the start of a run on every worker of a Session; pass the result to :func:`peaks`.
 
     Local workers are reset from here; otherwise the reset is sent without waiting for an
     answer (it travels ahead of the run's tasks), and measuring costs one round trip, at the end.
     """
     began = time.time()
-    local = _LOCAL_PIDS.get(client)
+    local = session.worker_pids
     if not (local and all(_reset_high_water_mark(pid) for pid in local.values())):
-        client.run(_reset, wait=False)
+        session.client.run(_reset, wait=False)
     return began
 
 
-def peaks(client, since: float) -> dict:
+def peaks(session, since: float) -> dict:
     """Peak host (and device) memory of every worker since :func:`start`, by address."""
-    local = _LOCAL_PIDS.get(client)
+    local = session.worker_pids
     if local:
         found = {address: _high_water_mark(pid) for address, pid in local.items()}
         if all(v is not None for v in found.values()):
             return {address: {"host_peak_bytes": v} for address, v in found.items()}
-    answers = client.run(_peaks, since, on_error="ignore")  # a lost worker has no peak to give
+    # A lost worker has no peak to give.
+    answers = session.client.run(_peaks, since, on_error="ignore")
     pids = {address: answer.pop("pid", None) for address, answer in answers.items()}
-    _remember_children(client, pids)
+    _remember_children(session, pids)
     return answers
 
 
-def _remember_children(client, pids: dict) -> None:
-    """Keep the pids of workers that are this process's children (read from here next time)."""
+def _remember_children(session, pids: dict) -> None:
+    """Keep the pids of workers that are this process's children (a nanny restarted one)."""
     import psutil
 
     try:
         children = {p.pid for p in psutil.Process().children(recursive=True)}
     except psutil.Error:
         return
+    session.worker_pids.clear()
     if pids and all(pid in children for pid in pids.values()):
-        _LOCAL_PIDS[client] = pids
-    else:
-        _LOCAL_PIDS.pop(client, None)
+        session.worker_pids.update(pids)
 
 
-def peaks_in_background(client, since: float) -> Future:
+def peaks_in_background(session, since: float) -> Future:
     """:func:`peaks`, asked from a thread; the caller goes on (verification, the worker list).
 
     Returns a ``concurrent.futures.Future`` of the dict.
     """
     pool = ThreadPoolExecutor(1, thread_name_prefix="daskgpu-memory-peaks")
     try:
-        return pool.submit(peaks, client, since)
+        return pool.submit(peaks, session, since)
     finally:
         pool.shutdown(wait=False)

@@ -7,6 +7,7 @@ only by a complete one.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import uuid
@@ -119,3 +120,26 @@ def store_array(arr, path: str):
 def discard(temporary: str) -> None:
     """Remove an unfinished temporary output."""
     _remove(temporary)
+
+
+@contextlib.contextmanager
+def discarding_new_temporaries(paths) -> Iterator[None]:
+    """Remove the output temporaries begun inside the block if it fails (or is interrupted).
+
+    A pipeline may begin writing an output while its graph is built (a ``.npy`` file created up
+    front), before the run knows the workload's outputs; an interrupt then must not leave the
+    temporary behind.
+    """
+    def temporaries(path: str) -> set[str]:
+        folder, name = os.path.split(os.path.abspath(path))
+        return set(glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.partial-*")))
+
+    paths = [p for p in paths if p]
+    before = {p: temporaries(p) for p in paths}
+    try:
+        yield
+    except BaseException:
+        for p in paths:
+            for temporary in temporaries(p) - before[p]:
+                discard(temporary)
+        raise

@@ -1,25 +1,77 @@
-"""The pipeline registry: specs, the ``@pipeline`` decorator, and lookup.
+"""The pipeline registry: specs, the ``@pipeline`` decorator, parameter resolution and lookup.
 
-Built-in pipelines and third-party ones register the same way: a package named in the
-entry-point group ``daskgpu.pipelines`` is imported on first lookup, and the ``@pipeline``
-decorators in it register its pipelines. A plugin that fails to import gives a warning, not a
-crash.
+Built-in pipelines (the ``pipelines`` package next to daskgpu) are imported on first lookup;
+third-party ones register the same way through the entry-point group ``daskgpu.pipelines``. A
+plugin that fails to import gives a warning, not a crash.
+
+A pipeline's parameters are resolved once, into a frozen :class:`Resolved`: every value as it
+will be used (defaults chosen for the backend, a fresh seed drawn) and the input sources already
+opened and checked. Build, verify, baseline and report all read that one object.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from types import MappingProxyType
 from typing import Any
 
-from daskgpu.errors import ParameterError, UnknownPipeline
+import numpy as np
+
+from daskgpu import backends
+from daskgpu.backends import Backend
+from daskgpu.errors import ParameterError, UnknownPipeline, python_names
 from daskgpu.params import Param
 
 ENTRY_POINT_GROUP = "daskgpu.pipelines"
+BUILTIN_PACKAGE = "pipelines"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A pipeline's parameters, resolved once for one backend.
+
+    Attributes
+    ----------
+    pipeline : str
+        The pipeline's name.
+    backend : Backend
+        What the run computes on (the defaults depend on it).
+    values : mapping
+        Every parameter as really used: given, defaulted, or chosen (a drawn seed, a size
+        sized for the devices). ``resolved["size"]`` reads one.
+    inputs : mapping
+        Input sources opened and checked while resolving, by parameter name (an
+        :class:`~daskgpu.array_input.ArraySource`, a :class:`~daskgpu.table_input.TableSource`).
+    """
+
+    pipeline: str
+    backend: Backend
+    values: Mapping[str, Any]
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
+        object.__setattr__(self, "inputs", MappingProxyType(dict(self.inputs)))
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The value of parameter ``name``, or ``default`` where the pipeline has none."""
+        return self.values.get(name, default)
+
+    def __reduce__(self):  # mapping proxies do not pickle; a baseline may run on a worker
+        return (Resolved, (self.pipeline, self.backend, dict(self.values), dict(self.inputs)))
+
+    def as_dict(self) -> dict:
+        """The values as a plain dict (for JSON)."""
+        return dict(self.values)
 
 
 @dataclass
@@ -32,9 +84,9 @@ class Workload:
         The lazy graph; computing it gives the pipeline's value. A dict's collections are
         computed together, so parts they share are computed once.
     elements : int
-        Elements the computation reads (for elements/s).
+        Elements the computation reads or generates (for elements/s).
     nbytes : int
-        Bytes the computation reads (for GB/s).
+        Bytes the computation reads or generates (for GB/s).
     description : dict
         What a report shows about the data (shape, chunks, dtype, source).
     context : dict
@@ -47,6 +99,8 @@ class Workload:
         (which may carry extra material for ``verify``). Default: the result itself.
     save : callable, optional
         ``save(workload, value)``: write a small result after computing (``--output``).
+    resolved : Resolved, optional
+        The parameters it was built from (set by :meth:`Pipeline.workload`).
     """
 
     collection: Any
@@ -57,6 +111,7 @@ class Workload:
     outputs: list[tuple[str, str]] = field(default_factory=list)
     present: Callable[[Workload, Any], Any] | None = None
     save: Callable[[Workload, Any], None] | None = None
+    resolved: Resolved | None = None
 
 
 @dataclass(frozen=True)
@@ -68,21 +123,62 @@ class Verification:
 
 
 @dataclass(frozen=True)
+class Mutation:
+    """A way to alter a pipeline's computed result that its verification must catch.
+
+    Attributes
+    ----------
+    name : str
+        What the alteration is ("bins reversed", "l2_norm set to 0").
+    alter : callable
+        ``alter(raw) -> raw``: a changed copy of the computed result (never the original).
+    names : str
+        A word the failed verification's detail must contain: what disagreed.
+    """
+
+    name: str
+    alter: Callable[[Any], Any]
+    names: str
+
+
+def fresh_seed() -> int:
+    """A new random seed from the operating system's entropy (reported, so a run can repeat)."""
+    return int(np.random.SeedSequence().generate_state(1)[0])
+
+
+@dataclass(frozen=True)
 class Pipeline:
     """A named workload with typed parameters, a graph builder and its own answer check.
 
-    ``baseline(backend, **resolved_params) -> float``, when given, is the same computation in
-    one process without Dask (NumPy/pandas on CPU, CuPy/cuDF on one GPU worker), on the same data
-    or the same size; it returns the seconds of the computation alone (see :mod:`daskgpu.bench`).
+    Hooks (module-level functions of the pipeline):
+
+    - ``prepare(resolved) -> Workload``: the lazy graph.
+    - ``verify(workload, raw) -> Verification``: the answer check.
+    - ``settle(backend, values) -> (values, inputs)``, optional: fill what depends on the
+      backend (default sizes) and open and check the inputs, once, before any cluster starts.
+    - ``baseline(resolved) -> float``, optional: seconds of the same computation in one process
+      without Dask (NumPy/pandas on CPU, CuPy/cuDF on one GPU worker), on the same data.
+    - ``mutations``: alterations of the computed result that ``verify`` must catch (a test
+      applies each one and requires a failed verification naming what disagreed).
+
+    ``verify`` runs in the client with the run's cluster as Dask's scheduler: its independent
+    recomputations are Dask graphs computed where the data lives, and only small results come
+    back.
     """
 
     name: str
     summary: str
     params: tuple[Param, ...]
-    prepare: Callable[..., Workload]
+    prepare: Callable[[Resolved], Workload]
     verify: Callable[[Workload, Any], Verification]
-    check: Callable[..., None] | None = None
-    baseline: Callable[..., float] | None = None
+    settle: Callable[[Backend, dict], tuple[dict, dict]] | None = None
+    baseline: Callable[[Resolved], float] | None = None
+    mutations: tuple[Mutation, ...] = ()
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        """The Python names of the declared parameters, in order."""
+        return tuple(p.name for p in self.params)
 
     def param(self, name: str) -> Param:
         """The declared parameter called ``name``."""
@@ -91,15 +187,22 @@ class Pipeline:
                 return p
         raise KeyError(name)
 
-    def resolve(self, **given: Any) -> dict:
-        """Validate user values and fill defaults, before any cluster starts.
+    def resolve(self, backend: Backend | None = None, **given: Any) -> Resolved:
+        """Validate user values, fill defaults and open inputs, before any cluster starts.
+
+        Parameters
+        ----------
+        backend : Backend, optional
+            Where it will run (default: CPU); default sizes are chosen for it.
+        **given
+            Parameter values; unset ones take their defaults.
 
         Raises
         ------
         ParameterError
             For an unknown parameter name (with a suggestion) or a bad value.
         DaskGPUError
-            From the pipeline's own ``check`` (a missing or malformed input file, ...).
+            From the pipeline's ``settle`` (a missing or malformed input file, ...).
         """
         names = [p.name for p in self.params]
         for key in given:
@@ -109,25 +212,22 @@ class Pipeline:
                 raise ParameterError(
                     f"{self.name} has no parameter {key!r}{hint} (parameters: {', '.join(names)})"
                 )
-        resolved = {p.name: p.convert(given.get(p.name)) for p in self.params}
-        if self.check is not None:
-            self.check(**resolved)
-        return resolved
+        backend = backend if backend is not None else backends.get("cpu")
+        values = {p.name: p.convert(given.get(p.name)) for p in self.params}
+        inputs: dict = {}
+        if self.settle is not None:
+            values, inputs = self.settle(backend, values)
+        if "seed" in values and values["seed"] is None:
+            values["seed"] = fresh_seed()
+        return Resolved(self.name, backend, values, inputs)
 
-    def outputs(self, resolved: dict) -> dict[str, str]:
+    def outputs(self, resolved: Resolved | Mapping) -> dict[str, str]:
         """The files a run with ``resolved`` parameters writes: ``{option: path}``."""
         return {p.option: resolved[p.name] for p in self.params
-                if p.is_output and resolved.get(p.name) is not None}
+                if p.is_output and resolved[p.name] is not None}
 
-    def check_outputs(self, resolved: dict, overwrite: bool = False) -> None:
+    def check_outputs(self, resolved: Resolved | Mapping, overwrite: bool = False) -> None:
         """Refuse to replace an existing output unless ``overwrite``, before any work starts.
-
-        Parameters
-        ----------
-        resolved : dict
-            Parameters from :meth:`resolve`.
-        overwrite : bool
-            Whether an existing output may be replaced (``--overwrite``).
 
         Raises
         ------
@@ -143,23 +243,28 @@ class Pipeline:
                     "replace it, or choose another path"
                 )
 
-    def build(self, backend, **params: Any):
+    def build(self, backend: Backend, **params: Any):
         """The lazy Dask collection of this pipeline, to compute or compose.
 
         Parameters
         ----------
         backend : Backend
-            Where it will run (``daskgpu.backends.get("cpu")`` for NumPy chunks).
+            Where it will run (``daskgpu.get_backend("cpu")`` for NumPy chunks).
         **params
             Pipeline parameters; defaults fill the rest.
         """
         return self.workload(backend, **params).collection
 
-    def workload(self, backend, **params: Any) -> Workload:
-        """Resolve parameters and build the workload with ``backend`` active."""
-        resolved = self.resolve(**params)
+    def workload(self, backend: Backend, resolved: Resolved | None = None,
+                 **params: Any) -> Workload:
+        """Build the workload with ``backend`` active, from ``resolved`` or from ``params``."""
+        if resolved is None:
+            with python_names():  # called from Python: errors name ``size=``, not ``--size``
+                resolved = self.resolve(backend, **params)
         with backend.activate():
-            return self.prepare(backend, **resolved)
+            built = self.prepare(resolved)
+        built.resolved = resolved
+        return built
 
 
 _REGISTRY: dict[str, Pipeline] = {}
@@ -171,20 +276,24 @@ def pipeline(
     summary: str,
     params: tuple[Param, ...] | list[Param],
     verify: Callable[[Workload, Any], Verification],
-    check: Callable[..., None] | None = None,
     *,
-    baseline: Callable[..., float] | None = None,
-) -> Callable[[Callable[..., Workload]], Pipeline]:
-    """Register the decorated ``prepare(backend, **params) -> Workload`` as a pipeline.
+    settle: Callable[[Backend, dict], tuple[dict, dict]] | None = None,
+    baseline: Callable[[Resolved], float] | None = None,
+    mutations: tuple[Mutation, ...] | list[Mutation] = (),
+) -> Callable[[Callable[[Resolved], Workload]], Pipeline]:
+    """Register the decorated ``prepare(resolved) -> Workload`` as a pipeline.
 
-    ``verify(workload, value)`` checks the answer; the optional ``check(**params)`` refuses bad
-    parameters that need more than a parser (an unreadable input file) before a cluster starts.
-    The optional ``baseline(backend, **params) -> float`` times the same computation in one
-    process without Dask, for ``cli.py bench``; on GPU it runs on one worker, never the client.
+    ``verify(workload, raw)`` checks the answer. The optional ``settle(backend, values)``
+    returns ``(values, inputs)``: the values with backend-dependent defaults filled in, and the
+    input sources it opened and checked (refusing bad ones before a cluster starts). The
+    optional ``baseline(resolved) -> float`` times the same computation in one process without
+    Dask, for ``bench``; on GPU it runs on one worker, never the client. ``mutations`` are
+    alterations of the result that ``verify`` must catch (see :class:`Mutation`).
     """
 
-    def register(prepare: Callable[..., Workload]) -> Pipeline:
-        spec = Pipeline(name, summary, tuple(params), prepare, verify, check, baseline)
+    def register(prepare: Callable[[Resolved], Workload]) -> Pipeline:
+        spec = Pipeline(name, summary, tuple(params), prepare, verify, settle, baseline,
+                        tuple(mutations))
         if name in _REGISTRY and _REGISTRY[name].prepare is not prepare:
             raise ValueError(f"pipeline {name!r} is registered twice")
         _REGISTRY[name] = spec
@@ -198,6 +307,11 @@ def _load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
+    try:
+        importlib.import_module(BUILTIN_PACKAGE)
+    except ModuleNotFoundError as exc:
+        if exc.name != BUILTIN_PACKAGE:
+            raise
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             ep.load()

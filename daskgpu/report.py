@@ -1,16 +1,28 @@
-"""Show a RunResult: a table for people, JSON for programs."""
+"""Everything daskgpu shows: tables for people, JSON for programs, plots.
+
+Runs (:class:`~daskgpu.runner.RunResult`), benchmarks (:class:`~daskgpu.bench.BenchResult`),
+the pipeline list and the device inventory. Nothing here computes.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from daskgpu.runner import RunResult
+from daskgpu import output
+
+if TYPE_CHECKING:
+    from daskgpu.bench import BenchResult
+    from daskgpu.devices import Device, Inventory
+    from daskgpu.registry import Pipeline
+    from daskgpu.runner import RunResult
 
 
 def _gib(nbytes) -> str:
@@ -81,6 +93,9 @@ def table(result: RunResult) -> Table:
     t.add_row("cluster start", _seconds(timings.get("cluster_start_s")))
     t.add_row("build", _seconds(timings.get("build_s")))
     t.add_row("compute", _seconds(timings.get("compute_s")))
+    if timings.get("output_s") is not None and result.params.get("output"):
+        t.add_row("output", _seconds(timings.get("output_s")))
+    t.add_row("verify", _seconds(timings.get("verify_s")))
     t.add_row("total", _seconds(timings.get("total_s")))
     bps = result.throughput.get("bytes_per_s")
     eps = result.throughput.get("elements_per_s")
@@ -113,3 +128,125 @@ def _finite(value):
 def as_json(result: RunResult) -> str:
     """The run as one JSON object (non-finite numbers become null)."""
     return json.dumps(_finite(result.as_dict()), allow_nan=False, default=str)
+
+
+def write_bench_json(result: BenchResult, path: str) -> None:
+    """Write every measurement, the hardware and the versions to ``path`` (atomically)."""
+    with output.atomic(path) as temporary, open(temporary, "w") as f:
+        json.dump(result.as_dict(), f, indent=2, allow_nan=False, default=str)
+        f.write("\n")
+
+
+def write_bench_plot(result: BenchResult, path: str) -> None:
+    """Draw throughput and parallel efficiency against device count to a PNG (Agg backend).
+
+    The baseline's throughput is a horizontal line on the throughput panel.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    from matplotlib.figure import Figure
+
+    ms = result.measurements
+    x = [m.devices for m in ms]
+    unit = "GPUs" if result.backend == "gpu" else "CPU workers"
+    fig = Figure(figsize=(10, 4), dpi=100, layout="constrained")
+    left, right = fig.subplots(1, 2)
+    left.plot(x, [m.elements_per_s or 0 for m in ms], "o-", label=result.pipeline)
+    base = [m.baseline_elements_per_s for m in ms if m.baseline_elements_per_s]
+    if base:
+        left.axhline(statistics.median(base), color="tab:red", linestyle="--",
+                     label="baseline (one process, no Dask)")
+    left.set_xlabel(unit)
+    left.set_ylabel("elements / s")
+    left.set_title(f"{result.pipeline}: throughput ({result.mode})")
+    left.legend()
+    right.plot(x, [m.efficiency if m.efficiency is not None else 0 for m in ms], "o-",
+               label="efficiency")
+    right.axhline(1.0, color="gray", linestyle=":", label="ideal")
+    right.set_ylim(bottom=0)
+    right.set_xlabel(unit)
+    right.set_ylabel("parallel efficiency")
+    right.set_title("weak scaling: t(1)/t(k)" if result.mode == "weak" else
+                    "strong scaling: t(1) / (k t(k))")
+    right.legend()
+    for ax in (left, right):
+        ax.set_xticks(x)
+        ax.grid(True, alpha=0.3)
+    with output.atomic(path) as temporary:
+        fig.savefig(temporary, format="png")
+
+
+def bench_table(result: BenchResult) -> Table:
+    """A rich table of a benchmark: one row per cluster size."""
+    unit = "GPUs" if result.backend == "gpu" else "workers"
+    t = Table(title=f"daskgpu bench: {result.pipeline} ({result.backend}, {result.mode}, "
+              f"{result.repeat} runs after {result.warmup} warm-up)", title_justify="left")
+    for col in (unit, "size", "min s", "median s", "max s", "elements/s", "GB/s", "baseline s",
+                "baseline/median", "speedup", "efficiency", "verified"):
+        t.add_column(col, justify="right")
+
+    def num(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
+    for m in result.measurements:
+        t.add_row(
+            str(m.devices), num(m.elements, ",d"), num(m.min_s, ".3f"), num(m.median_s, ".3f"),
+            num(m.max_s, ".3f"), num(m.elements_per_s, ".3g"),
+            num(m.bytes_per_s and m.bytes_per_s / 1e9, ".2f"), num(m.baseline_s, ".3f"),
+            num(m.ratio, ".2f") + ("x" if m.ratio is not None else ""),
+            num(m.speedup, ".2f"), num(m.efficiency, ".2f"),
+            "[green]yes[/green]" if m.verified else "[red]NO[/red]",
+        )
+    return t
+
+
+def pipelines_table(specs: list[Pipeline]) -> Table:
+    """Name and one-line summary of each pipeline."""
+    t = Table(show_header=True)
+    t.add_column("pipeline")
+    t.add_column("summary")
+    for s in specs:
+        t.add_row(s.name, s.summary)
+    return t
+
+
+def pipelines_json(specs: list[Pipeline]) -> str:
+    """Name and summary of each pipeline, as a JSON list."""
+    return json.dumps([{"name": s.name, "summary": s.summary} for s in specs])
+
+
+def devices_table(inv: Inventory) -> Table:
+    """One row per GPU: index, name, UUID, memory, PCI bus id and MIG instances."""
+    t = Table(show_header=True)
+    for col in ("index", "name", "uuid", "memory total", "memory free", "pci bus id", "MIG"):
+        t.add_column(col)
+    for d in inv.devices:
+        migs = "\n".join(f"{m.label} {m.uuid} {m.memory_total / 2**30:.1f} GiB" for m in d.migs)
+        t.add_row(
+            str(d.index), d.name, d.uuid, f"{d.memory_total / 2**30:.1f} GiB",
+            f"{d.memory_free / 2**30:.1f} GiB", d.pci_bus_id, migs or "-",
+        )
+    return t
+
+
+def devices_json(inv: Inventory, cuda_visible_devices: str | None) -> str:
+    """The inventory as one JSON object, with the reason where there is no GPU."""
+    return json.dumps({"devices": [d.as_dict() for d in inv.devices], "reason": inv.reason,
+                       "cuda_visible_devices": cuda_visible_devices})
+
+
+def visible_line(cuda_visible_devices: str, shown: list[Device]) -> str:
+    """What ``--gpus`` positions mean under a set ``CUDA_VISIBLE_DEVICES``."""
+    meaning = ", ".join(f"{i} = GPU {d.label} ({d.uuid})" for i, d in enumerate(shown))
+    return (f"CUDA_VISIBLE_DEVICES={cuda_visible_devices}: --gpus "
+            f"{meaning or 'has no GPU to choose'}")
+
+
+def print_wide(t: Table, console: Console | None = None) -> None:
+    """Print a table; piped, at full width, so that no number, UUID or bus id is cut."""
+    console = console or Console()
+    if not console.is_terminal:
+        wide = console.measure(t, options=console.options.update_width(10_000)).maximum
+        console = Console(width=max(console.width, wide))
+    console.print(t)

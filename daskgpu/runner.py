@@ -1,25 +1,32 @@
-"""Run a pipeline on a client: build, compute (with a progress bar if asked), time, verify."""
+"""Run a pipeline on a session: build, compute (with a progress bar if asked), time, verify."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import dask
 
-from daskgpu import backends, clusters, failures, memory, output, registry
+from daskgpu import backends, faults, memory, output, registry
+from daskgpu import session as sessions
 from daskgpu.backends import Backend
-from daskgpu.errors import ClusterError
+from daskgpu.errors import python_names
 from daskgpu.progress import ProgressBar
-from daskgpu.registry import Pipeline
+from daskgpu.registry import Pipeline, Resolved
+from daskgpu.session import Session
 
 
 @dataclass
 class RunResult:
-    """Everything a run produced and measured; ``as_dict()`` is the ``--json`` document."""
+    """Everything a run produced and measured; ``as_dict()`` is the ``--json`` document.
+
+    ``elements`` and ``nbytes`` are what the computation read or generated; ``timings`` holds
+    each phase apart (``cluster_start_s``, ``build_s``, ``compute_s``, ``output_s``,
+    ``verify_s``, ``total_s``); ``throughput`` is elements and bytes over ``compute_s``.
+    """
 
     pipeline: str
     backend: str
@@ -33,6 +40,8 @@ class RunResult:
     timings: dict
     throughput: dict
     dashboard: str | None
+    elements: int = 0
+    nbytes: int = 0
     notices: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -57,17 +66,6 @@ def _workers(client, pending_peaks) -> list[dict]:
     return out
 
 
-def _default_client():
-    from distributed import get_client
-
-    try:
-        return get_client()
-    except ValueError:
-        raise ClusterError(
-            "no cluster to run on: use `with daskgpu.cluster() as client:` and pass client="
-        ) from None
-
-
 def _compute(client, collection, backend: Backend, bar: ProgressBar | None):
     """Compute one collection, or a dict of them in one graph (shared parts computed once)."""
     named = isinstance(collection, dict)
@@ -81,7 +79,7 @@ def _compute(client, collection, backend: Backend, bar: ProgressBar | None):
             bar.start(futures)
         # One result() per future: an interrupted client.gather leaves an asyncio task whose
         # exception is reported, with a traceback, at exit.
-        results = [backends.to_host(r) for r in failures.results(client, futures)]
+        results = [backends.to_host(r) for r in faults.results(client, futures)]
     finally:
         for future in futures:
             future.release()
@@ -90,6 +88,8 @@ def _compute(client, collection, backend: Backend, bar: ProgressBar | None):
 
 def run(
     pipeline: str | Pipeline,
+    session: Session | None = None,
+    *,
     client=None,
     backend: Backend | None = None,
     progress: bool = False,
@@ -103,10 +103,12 @@ def run(
     ----------
     pipeline : str or Pipeline
         A registered name such as ``"mean-pipeline"``.
-    client : distributed.Client, optional
-        Where to compute (default: the current client).
+    session : Session, optional
+        Where to compute, from ``daskgpu.cluster()`` (default: the current client's).
+    client : distributed.Client or Session, optional
+        A client to compute on instead of ``session`` (its workers are asked what they have).
     backend : Backend, optional
-        Default: asked of the client's workers.
+        What the workers compute with, where it is not the session's.
     progress : bool
         Show Dask's progress bar while computing (for terminals).
     report : str, optional
@@ -123,22 +125,31 @@ def run(
     RunResult
         ``verified`` is False when the answer did not check out.
     """
-    began = time.perf_counter()
-    spec = registry.get(pipeline) if isinstance(pipeline, str) else pipeline
-    client = client if client is not None else _default_client()
-    backend = backend if backend is not None else backends.detect(client)
+    with python_names():
+        spec = registry.get(pipeline) if isinstance(pipeline, str) else pipeline
+        chosen = session if session is not None else client
+        chosen = sessions.for_client(chosen) if chosen is not None else sessions.current()
+        if backend is not None:
+            chosen = replace(chosen, known_backend=backend)
+        resolved = spec.resolve(chosen.backend, **params)
+        spec.check_outputs(resolved, overwrite=overwrite)
+    return execute(spec, chosen, resolved, progress=progress, report=report)
 
-    resolved = spec.resolve(**params)
-    spec.check_outputs(resolved, overwrite=overwrite)
+
+def execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool = False,
+            report: str | None = None) -> RunResult:
+    """Build, compute and verify ``resolved`` on ``session`` (outputs already checked)."""
+    began = time.perf_counter()
+    client, backend = session.client, resolved.backend
     t0 = time.perf_counter()
     # A pipeline's preparatory passes run on the cluster too; an interrupted build leaves no
     # output temporary behind.
     with dask.config.set(scheduler=client), \
-            failures.discarding_new_temporaries(spec.outputs(resolved).values()):
-        workload = spec.workload(backend, **resolved)
+            output.discarding_new_temporaries(spec.outputs(resolved).values()):
+        workload = spec.workload(backend, resolved)
     bar = None
     try:
-        marks = memory.start(client)
+        marks = memory.start(session)
         bar = ProgressBar(client) if progress else None
         t1 = time.perf_counter()
         with contextlib.ExitStack() as stack:
@@ -148,6 +159,7 @@ def run(
                 temporary = stack.enter_context(output.atomic(report))
                 stack.enter_context(performance_report(filename=temporary, mode="inline"))
             raw = _compute(client, workload.collection, backend, bar)
+        t2 = time.perf_counter()
     except BaseException:
         for temporary, _final in workload.outputs:
             # A task still running on a worker may write into it again (a Zarr chunk recreates
@@ -159,36 +171,36 @@ def run(
         for temporary, _final in workload.outputs:
             output.discard(temporary)
         raise
+    if bar is not None:
+        bar.end()
     for temporary, final in workload.outputs:
         output.commit(temporary, final)
     value = workload.present(workload, raw) if workload.present else raw
     if workload.save is not None:
         workload.save(workload, value)
-    t2 = time.perf_counter()
-    if bar is not None:
-        bar.end()
+    t_output = time.perf_counter()
     # Outside compute_s and verify_s (it is not the work), and alongside the verification.
-    pending_peaks = memory.peaks_in_background(client, marks)
+    pending_peaks = memory.peaks_in_background(session, marks)
     t_verify = time.perf_counter()
-    check = spec.verify(workload, raw)
+    with dask.config.set(scheduler=client):  # independent checks compute where the data is
+        check = spec.verify(workload, raw)
     t3 = time.perf_counter()
 
-    meta = clusters.info(client)
-    start_s = meta.start_s if meta else None
     compute_s = t2 - t1
     timings = {
-        "cluster_start_s": start_s,
+        "cluster_start_s": session.start_s,
         "build_s": t1 - t0,
         "compute_s": compute_s,
+        "output_s": t_output - t2,
         "verify_s": t3 - t_verify,
-        "total_s": (t3 - began) + (start_s or 0.0),
+        "total_s": (t3 - began) + (session.start_s or 0.0),
     }
     return RunResult(
         pipeline=spec.name,
         backend=backend.name,
         devices=[d.as_dict() for d in backend.devices],
         workers=_workers(client, pending_peaks),
-        params=resolved,
+        params=resolved.as_dict(),
         data=workload.description,
         value=value,
         verified=check.ok,
@@ -198,6 +210,8 @@ def run(
             "bytes_per_s": workload.nbytes / compute_s if compute_s > 0 else None,
             "elements_per_s": workload.elements / compute_s if compute_s > 0 else None,
         },
-        dashboard=meta.dashboard if meta else clusters.dashboard_link(client),
-        notices=list(meta.notices) if meta else [],
+        dashboard=session.dashboard,
+        elements=workload.elements,
+        nbytes=workload.nbytes,
+        notices=list(session.notices),
     )

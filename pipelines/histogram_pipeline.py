@@ -12,7 +12,6 @@ from daskgpu import array_input, chunking, reductions, synthetic
 from daskgpu import config as daskgpu_config
 from daskgpu import output as output_files
 from daskgpu.backends import to_host
-from daskgpu.bench import time_call
 from daskgpu.errors import ParameterError
 from daskgpu.kernels.histogram import histogram
 from daskgpu.params import (
@@ -25,9 +24,10 @@ from daskgpu.params import (
     positive_int,
     value_range,
 )
-from daskgpu.registry import Verification, Workload, pipeline
+from daskgpu.registry import Resolved, Verification, Workload, pipeline
+from daskgpu.timing import time_call
 
-CPU_DEFAULT_SIZE = 100_000_000
+CPU_DEFAULT_VALUES = 100_000_000
 # The exact comparison with numpy.histogram runs on this many leading values (all, if fewer).
 SAMPLE_SIZE = 1_000_000
 MAX_BINS = 10_000_000
@@ -35,12 +35,12 @@ MAX_BINS = 10_000_000
 INPUT_DTYPES = ("float32", "float64")
 
 
-def default_size(backend, itemsize: int) -> int:
+def default_values(backend, itemsize: int) -> int:
     """Number of values: a quarter of the GPUs' memory, or 10^8 on CPU."""
     if backend.is_gpu and backend.device_memory:
         share = float(daskgpu_config.get("gpu.default-memory-fraction"))
         return int(share * backend.device_memory / itemsize)
-    return CPU_DEFAULT_SIZE
+    return CPU_DEFAULT_VALUES
 
 
 def _bins(value) -> int:
@@ -51,22 +51,23 @@ def _bins(value) -> int:
 
 
 PARAMS = (
-    Param("size", positive_int, None, "number of random values [default: 10^8 on CPU; a "
-          "quarter of the GPUs' memory]", "N"),
-    Param("chunks", chunks, "auto", "block size: auto (sized for the device) or N", "auto|N"),
-    Param("dtype", choice(("float64", "float32")), "float64", "element type of random data",
+    Param("values", positive_int, None, "Number of random values [default: 10^8 on CPU; a "
+          "quarter of the GPUs' memory].", "N"),
+    Param("chunks", chunks, "auto", "Block size: auto (sized for the device) or N values.",
+          "auto|N"),
+    Param("dtype", choice(("float64", "float32")), "float64", "Element type of random data.",
           "float64|float32", ("float64", "float32")),
-    Param("seed", non_negative_int, None, "random seed [default: fresh, reported]", "INT"),
+    Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
     Param("distribution", choice(synthetic.DISTRIBUTIONS), "uniform",
-          "random values: uniform [0,1) or standard normal", "uniform|normal",
+          "Random values: uniform [0,1) or standard normal.", "uniform|normal",
           synthetic.DISTRIBUTIONS),
-    Param("bins", _bins, 256, "number of equal-width bins", "N"),
-    Param("range", value_range, None, "bin range LO HI [default: the data's finite min and max, "
-          "found in a first pass]", "LO HI", nargs=2),
-    Param("input", optional_path, None, "histogram of this .npy file or Zarr array instead of "
-          "random data", "PATH"),
-    Param("output", output_path((".npy", ".csv")), None, "write bin edges and counts to this "
-          ".npy or .csv file", "PATH"),
+    Param("bins", _bins, 256, "Number of equal-width bins.", "N"),
+    Param("range", value_range, None, "Bin range LO HI [default: the data's finite min and max, "
+          "found in a first pass].", "LO HI", nargs=2),
+    Param("input", optional_path, None, "Histogram of this .npy file or Zarr array instead of "
+          "random data.", "PATH"),
+    Param("output", output_path((".npy", ".csv")), None, "Write bin edges and counts to this "
+          ".npy or .csv file.", "PATH"),
 )
 
 
@@ -86,27 +87,30 @@ def _block_finite_extent(block):
     return [float(finite.min()), float(finite.max())]
 
 
-def check(*, size, chunks, dtype, seed, distribution, bins, range, input, output) -> None:
-    """Refuse an unreadable input and block sizes that do not fit it, before a cluster starts."""
-    if input is not None:
-        source = array_input.open_array(input, dtypes=INPUT_DTYPES)
-        chunking.check_blocks(chunks, source.shape, source.dtype.itemsize, "--input")
-    elif size is not None:
-        chunking.check_blocks(chunks, (size,), np.dtype(dtype).itemsize)
-    else:
-        chunking.check_axes(chunks, (1,))
+def settle(backend, values: dict) -> tuple[dict, dict]:
+    """Open and check the input, or size the random data for the backend; check the blocks."""
+    values = dict(values)
+    if values["input"] is not None:
+        source = array_input.open_array(values["input"], dtypes=INPUT_DTYPES)
+        chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input")
+        return values, {"input": source}
+    itemsize = np.dtype(values["dtype"]).itemsize
+    if values["values"] is None:
+        values["values"] = default_values(backend, itemsize)
+    chunking.check_blocks(values["chunks"], (values["values"],), itemsize)
+    return values, {}
 
 
-def _data(backend, size, chunks, dtype, seed, distribution, input):
-    if input is not None:
-        source = array_input.open_array(input, dtypes=INPUT_DTYPES)
+def _data(resolved: Resolved):
+    backend, chunks = resolved.backend, resolved["chunks"]
+    if resolved["input"] is not None:
+        source = resolved.inputs["input"]
         block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
-        return array_input.to_dask(source, block, backend), {"source": input}
-    dtype = np.dtype(dtype)
-    shape = (size or default_size(backend, dtype.itemsize),)
+        return array_input.to_dask(source, block, backend), {"source": resolved["input"]}
+    dtype = np.dtype(resolved["dtype"])
+    shape = (resolved["values"],)
     block = chunking.resolve_chunks(chunks, shape, dtype.itemsize, backend)
-    if seed is None:
-        seed = int(np.random.SeedSequence().generate_state(1)[0])
+    seed, distribution = resolved["seed"], resolved["distribution"]
     data = synthetic.random_array(shape, block, dtype, seed, backend, distribution)
     return data, {"source": f"random {distribution}", "seed": seed}
 
@@ -147,14 +151,14 @@ def verify(workload: Workload, raw: dict) -> Verification:
     )
 
 
-def baseline(backend, *, size, chunks, dtype, seed, distribution, bins, range, input,
-             output) -> float:
+def baseline(resolved: Resolved) -> float:
     """Seconds of ``numpy.histogram`` (``cupy.histogram`` on a GPU worker) of the same values.
 
     The values are generated (or read) here first, untimed, as are the default range's min and
     max, which the pipeline also finds before its timed compute.
     """
-    data, _ = _data(backend, size, chunks, dtype, seed, distribution, input)
+    backend, bins, range = resolved.backend, resolved["bins"], resolved["range"]
+    data, _ = _data(resolved)
     values = data.compute(scheduler="sync").ravel()
     xp = importlib.import_module(backend.array_library)
     if range is not None:
@@ -174,13 +178,13 @@ def baseline(backend, *, size, chunks, dtype, seed, distribution, bins, range, i
     "Histogram of a large array (numpy.histogram semantics) with a custom kernel per chunk",
     PARAMS,
     verify,
-    check,
+    settle=settle,
     baseline=baseline,
 )
-def prepare(backend, *, size, chunks, dtype, seed, distribution, bins, range, input,
-            output) -> Workload:
+def prepare(resolved: Resolved) -> Workload:
     """Build the lazy histogram; the default range is found by a first pass over the data."""
-    data, described = _data(backend, size, chunks, dtype, seed, distribution, input)
+    bins, range, output = resolved["bins"], resolved["range"], resolved["output"]
+    data, described = _data(resolved)
     lo, hi = range if range is not None else _finite_range(data)
     kwargs = {"lo": lo, "hi": hi, "bins": bins}
     per_block = reductions.per_block(data, _block_histogram, bins + 1, "int64", **kwargs)

@@ -9,9 +9,9 @@ import numpy as np
 
 from daskgpu import array_input, chunking, reductions, synthetic
 from daskgpu import config as daskgpu_config
-from daskgpu.bench import time_call
 from daskgpu.params import Param, choice, chunks, non_negative_int, optional_path, positive_int
-from daskgpu.registry import Verification, Workload, pipeline
+from daskgpu.registry import Resolved, Verification, Workload, pipeline
+from daskgpu.timing import time_call
 
 CPU_DEFAULT_SIZE = 10_000
 # A random mean may sit this many standard errors from 0.5 before the run is called wrong;
@@ -59,41 +59,45 @@ def verify(workload: Workload, value) -> Verification:
 
 
 PARAMS = (
-    Param("size", positive_int, None, "n for an n x n random array "
-          "[default: a quarter of the GPUs' memory; 10000 on CPU]", "N"),
-    Param("chunks", chunks, "auto", "block size: auto (sized for the device), 1000, or "
-          "1000,5000 per axis", "auto|N[,M]"),
-    Param("dtype", choice(("float64", "float32")), "float64", "element type of random data",
+    Param("size", positive_int, None, "Side n of an n x n random array "
+          "[default: a quarter of the GPUs' memory; 10000 on CPU].", "N"),
+    Param("chunks", chunks, "auto", "Block size: auto (sized for the device), N, or one "
+          "per axis (N,M).", "auto|N[,M]"),
+    Param("dtype", choice(("float64", "float32")), "float64", "Element type of random data.",
           "float64|float32", ("float64", "float32")),
-    Param("seed", non_negative_int, None, "random seed [default: fresh, reported]", "INT"),
-    Param("input", optional_path, None, "mean of this .npy file or Zarr array instead of "
-          "random data", "PATH"),
+    Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
+    Param("input", optional_path, None, "Mean of this .npy file or Zarr array instead of "
+          "random data.", "PATH"),
 )
 
 
-def check(*, size, chunks, dtype, seed, input) -> None:
-    """Refuse an unreadable input, or block sizes that do not fit its axes, up front."""
-    if input is not None:
-        source = array_input.open_array(input)
-        chunking.check_blocks(chunks, source.shape, source.dtype.itemsize, "--input")
-    elif size is not None:
-        chunking.check_blocks(chunks, (size, size), np.dtype(dtype).itemsize)
-    else:
-        chunking.check_axes(chunks, (1, 1))
+def settle(backend, values: dict) -> tuple[dict, dict]:
+    """Open and check the input, or size the random array for the backend; check the blocks."""
+    values = dict(values)
+    if values["input"] is not None:
+        source = array_input.open_array(values["input"])
+        chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input")
+        return values, {"input": source}
+    itemsize = np.dtype(values["dtype"]).itemsize
+    if values["size"] is None:
+        values["size"] = default_size(backend, itemsize)
+    chunking.check_blocks(values["chunks"], (values["size"],) * 2, itemsize)
+    return values, {}
 
 
-def baseline(backend, *, size, chunks, dtype, seed, input) -> float:
+def baseline(resolved: Resolved) -> float:
     """Seconds of the same mean in one process: ``default_rng().random((n, n)).mean()``.
 
     The pipeline draws its random values inside the timed compute, so this does too (NumPy, one
     thread; CuPy on a GPU worker). For an ``input``, the mean of the file read block by block.
     """
-    if input is not None:
-        source = array_input.open_array(input)
+    backend = resolved.backend
+    if resolved["input"] is not None:
+        source = resolved.inputs["input"]
         return time_call(backend, lambda: array_input.blockwise_sums(source))
     xp = importlib.import_module(backend.array_library)
-    n = size or default_size(backend, np.dtype(dtype).itemsize)
-    rng = xp.random.default_rng(seed)
+    n, dtype = resolved["size"], resolved["dtype"]
+    rng = xp.random.default_rng(resolved["seed"])
     return time_call(backend, lambda: float(rng.random((n, n), dtype=dtype).mean()))
 
 
@@ -102,18 +106,19 @@ def baseline(backend, *, size, chunks, dtype, seed, input) -> float:
     "Mean of a large n x n random array (or of a .npy/Zarr input), verified",
     PARAMS,
     verify,
-    check,
+    settle=settle,
     baseline=baseline,
 )
-def prepare(backend, *, size, chunks, dtype, seed, input) -> Workload:
-    """Build the lazy mean of a random array, or of ``input``."""
-    if input is not None:
-        return _input_workload(backend, input, chunks)
-    return _random_workload(backend, size, chunks, dtype, seed)
+def prepare(resolved: Resolved) -> Workload:
+    """Build the lazy mean of a random array, or of the input."""
+    backend, chunks = resolved.backend, resolved["chunks"]
+    if resolved["input"] is not None:
+        return _input_workload(backend, resolved["input"], resolved.inputs["input"], chunks)
+    return _random_workload(backend, resolved["size"], chunks, resolved["dtype"],
+                            resolved["seed"])
 
 
-def _input_workload(backend, path, chunks) -> Workload:
-    source = array_input.open_array(path)
+def _input_workload(backend, path, source, chunks) -> Workload:
     block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
     mean = reductions.mean(array_input.to_dask(source, block, backend))
     described = {"source": path, "format": source.kind}
@@ -123,11 +128,8 @@ def _input_workload(backend, path, chunks) -> Workload:
 def _random_workload(backend, size, chunks, dtype, seed) -> Workload:
     # Random data is reduced as it is drawn: see synthetic.uniform_block_sums.
     dtype = np.dtype(dtype)
-    n = size or default_size(backend, dtype.itemsize)
-    shape = (n, n)
+    shape = (size, size)
     block = chunking.resolve_chunks(chunks, shape, dtype.itemsize, backend)
-    if seed is None:
-        seed = int(np.random.SeedSequence().generate_state(1)[0])
     stream = int(daskgpu_config.get(f"{backend.name}.stream-elements"))
     sums = synthetic.uniform_block_sums(shape, block, dtype, seed, backend, stream)
     mean = reductions.mean_from_sums(sums, math.prod(shape))

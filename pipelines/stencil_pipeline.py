@@ -11,7 +11,6 @@ import numpy as np
 from daskgpu import chunking, reductions
 from daskgpu import config as daskgpu_config
 from daskgpu import output as output_files
-from daskgpu.bench import time_call
 from daskgpu.errors import ParameterError
 from daskgpu.kernels.stencil import heat_step_numpy, heat_steps
 from daskgpu.params import (
@@ -23,7 +22,8 @@ from daskgpu.params import (
     output_path,
     positive_int,
 )
-from daskgpu.registry import Verification, Workload, pipeline
+from daskgpu.registry import Resolved, Verification, Workload, pipeline
+from daskgpu.timing import time_call
 
 CPU_DEFAULT_SIZE = 4000
 # The closed form must hold to this many units of the dtype's epsilon per step taken.
@@ -44,19 +44,20 @@ def default_size(backend, itemsize: int) -> int:
 
 
 PARAMS = (
-    Param("size", positive_int, None, "n for an n x n grid [default: 4000 on CPU; on GPUs a "
-          "share of their memory]", "N"),
-    Param("chunks", chunks, "auto", "block size: auto (sized for the device), N, or N,M",
+    Param("size", positive_int, None, "Side n of an n x n grid [default: 4000 on CPU; on GPUs "
+          "a share of their memory].", "N"),
+    Param("chunks", chunks, "auto", "Block size: auto (sized for the device), N, or one per "
+          "axis (N,M).",
           "auto|N[,M]"),
-    Param("steps", non_negative_int, 100, "explicit time steps", "N"),
+    Param("steps", non_negative_int, 100, "Explicit time steps.", "N"),
     Param("alpha", bounded_float(0.0, 0.25, "above 0.25 the explicit scheme is unstable"), 0.2,
-          "diffusion coefficient alpha = D dt / dx^2, at most 0.25", "A"),
-    Param("steps_per_exchange", positive_int, 4, "steps per halo exchange (halo depth): more "
-          "steps, fewer exchanges, a little redundant work", "K"),
-    Param("dtype", choice(("float64", "float32")), "float64", "element type of the grid",
+          "Diffusion coefficient alpha = D dt / dx^2, at most 0.25.", "A"),
+    Param("steps_per_exchange", positive_int, 4, "Steps per halo exchange (halo depth): more "
+          "steps, fewer exchanges, a little redundant work.", "K"),
+    Param("dtype", choice(("float64", "float32")), "float64", "Element type of the grid.",
           "float64|float32", ("float64", "float32")),
-    Param("output", output_path((".npy", ".zarr")), None, "write the final grid to this .npy "
-          "file or Zarr directory", "PATH"),
+    Param("output", output_path((".npy", ".zarr")), None, "Write the final grid to this .npy "
+          "file or Zarr directory.", "PATH"),
 )
 
 
@@ -134,12 +135,20 @@ def _sum_squares(block):
     return [float((block.astype(np.float64) ** 2).sum())]
 
 
-def check(*, size, chunks, steps, alpha, steps_per_exchange, dtype, output) -> None:
-    """Refuse what cannot run, before a cluster starts.
+def settle(backend, values: dict) -> tuple[dict, dict]:
+    """Size the grid for the backend and refuse what cannot run, before a cluster starts.
 
     Block sizes that do not fit a 2-D grid, a halo deeper than the grid, and graphs too large
     to build (blocks times halo exchanges).
     """
+    values = dict(values)
+    if values["size"] is None:
+        values["size"] = default_size(backend, np.dtype(values["dtype"]).itemsize)
+    _check(**values)
+    return values, {}
+
+
+def _check(*, size, chunks, steps, alpha, steps_per_exchange, dtype, output) -> None:
     exchanges = -(-steps // steps_per_exchange)
     if exchanges > MAX_EXCHANGES:
         raise ParameterError(
@@ -147,9 +156,6 @@ def check(*, size, chunks, steps, alpha, steps_per_exchange, dtype, output) -> N
             f"at most {MAX_EXCHANGES} fit in one graph: fewer --steps or a larger "
             "--steps-per-exchange"
         )
-    if size is None:
-        chunking.check_axes(chunks, (1, 1))
-        return
     chunking.check_blocks(chunks, (size, size), np.dtype(dtype).itemsize, layers=exchanges)
     if steps and steps_per_exchange > size:
         raise ParameterError(
@@ -189,16 +195,16 @@ def verify(workload: Workload, raw: dict) -> Verification:
     )
 
 
-def baseline(backend, *, size, chunks, steps, alpha, steps_per_exchange, dtype,
-             output) -> float:
+def baseline(resolved: Resolved) -> float:
     """Seconds of ``steps`` NumPy slicing steps (CuPy on a GPU worker) on the same initial grid.
 
     The grid u0 is made here, untimed, padded with the fixed zero boundary; each step is
     :func:`daskgpu.kernels.stencil.heat_step_numpy`.
     """
+    backend, n = resolved.backend, resolved["size"]
+    steps, alpha = resolved["steps"], resolved["alpha"]
     xp = importlib.import_module(backend.array_library)
-    dtype = np.dtype(dtype)
-    n = size or default_size(backend, dtype.itemsize)
+    dtype = np.dtype(resolved["dtype"])
     axis = xp.sin(math.pi * xp.arange(1, n + 1, dtype=np.float64) / (n + 1))
     u0 = xp.pad((axis[:, None] * axis[None, :]).astype(dtype), 1)
 
@@ -216,15 +222,16 @@ def baseline(backend, *, size, chunks, steps, alpha, steps_per_exchange, dtype,
     "2-D heat diffusion: explicit 5-point stencil kernel, halo exchange, temporal blocking",
     PARAMS,
     verify,
-    check,
+    settle=settle,
     baseline=baseline,
 )
-def prepare(backend, *, size, chunks, steps, alpha, steps_per_exchange, dtype,
-            output) -> Workload:
+def prepare(resolved: Resolved) -> Workload:
     """Build the lazy evolution of u0 and its check against the closed form."""
-    dtype = np.dtype(dtype)
-    n = size or default_size(backend, dtype.itemsize)
-    block = chunking.resolve_chunks(chunks, (n, n), dtype.itemsize, backend)
+    backend, n, output = resolved.backend, resolved["size"], resolved["output"]
+    steps, alpha = resolved["steps"], resolved["alpha"]
+    steps_per_exchange = resolved["steps_per_exchange"]
+    dtype = np.dtype(resolved["dtype"])
+    block = chunking.resolve_chunks(resolved["chunks"], (n, n), dtype.itemsize, backend)
     u0 = initial_grid(n, block, dtype, backend)
     u = evolve(u0, steps, alpha, steps_per_exchange)
     factor = eigenvalue(n, alpha) ** steps

@@ -10,10 +10,11 @@ import pandas as pd
 
 from daskgpu import backends, table_input
 from daskgpu import output as output_files
-from daskgpu.bench import time_call
+from daskgpu.errors import ParameterError
 from daskgpu.kernels.haversine import haversine_km, haversine_numpy
 from daskgpu.params import Param, non_negative_int, optional_path, output_path, positive_int
-from daskgpu.registry import Verification, Workload, pipeline
+from daskgpu.registry import Resolved, Verification, Workload, pipeline
+from daskgpu.timing import time_call
 
 COLUMNS = {
     "pickup_time": "datetime",
@@ -40,22 +41,17 @@ def _rows(value) -> int:
     return number
 
 
-def _input(value):
-    path = optional_path(value)
-    if path is not None:
-        table_input.open_table(path, COLUMNS)
-    return path
-
-
 PARAMS = (
-    Param("rows", _rows, None, "rows of synthetic trips [default: 20 million on CPU, "
-          "200 million on GPUs]", "N"),
-    Param("seed", non_negative_int, None, "seed of the synthetic trips [default: fresh, "
-          "reported]", "INT"),
-    Param("input", _input, None, "trips from Parquet or CSV (file, directory or glob) instead "
-          "of synthetic ones", "PATH"),
-    Param("output", output_path((".parquet", ".csv")), None, "write the result table to this "
-          ".parquet or .csv file", "PATH"),
+    Param("rows", _rows, None, "Rows of synthetic trips [default: 20 million on CPU, "
+          "200 million on GPUs].", "N"),
+    Param("seed", non_negative_int, None, "Seed of the synthetic trips [default: fresh, "
+          "reported].", "INT"),
+    Param("partitions", positive_int, None, "Partitions of the synthetic trips [default: a "
+          f"multiple of the worker threads, at most {ROWS_PER_PARTITION:.0e} rows each].", "N"),
+    Param("input", optional_path, None, "Trips from Parquet or CSV (file, directory or glob) "
+          "instead of synthetic ones.", "PATH"),
+    Param("output", output_path((".parquet", ".csv")), None, "Write the result table to this "
+          ".parquet or .csv file.", "PATH"),
 )
 
 
@@ -116,36 +112,52 @@ def finish(table: pd.DataFrame) -> pd.DataFrame:
     return table[GROUP + ["trips", "fare_mean", "distance_mean_km", "fare_per_km"]]
 
 
-def partition_specs(backend, rows, seed) -> tuple[int, int, list[tuple[int, int, int]]]:
-    """Rows, seed and the ``(number, rows, seed)`` of each synthetic partition, defaults filled."""
-    rows = rows or (GPU_DEFAULT_ROWS if backend.is_gpu else CPU_DEFAULT_ROWS)
-    if seed is None:
-        seed = int(np.random.SeedSequence().generate_state(1)[0])
+def partition_specs(rows: int, seed: int, partitions: int) -> list[tuple[int, int, int]]:
+    """The ``(number, rows, seed)`` of each synthetic partition."""
+    sizes = [rows // partitions + (1 if i < rows % partitions else 0) for i in range(partitions)]
+    return [(i, size, seed) for i, size in enumerate(sizes)]
+
+
+def default_partitions(rows: int, backend) -> int:
+    """A multiple of the worker threads, at most ``ROWS_PER_PARTITION`` rows each."""
     slots = max(1, backend.threads)
     partitions = max(slots, math.ceil(rows / ROWS_PER_PARTITION))
-    partitions = min(rows, math.ceil(partitions / slots) * slots)
-    sizes = [rows // partitions + (1 if i < rows % partitions else 0) for i in range(partitions)]
-    return rows, seed, [(i, size, seed) for i, size in enumerate(sizes)]
+    return min(rows, math.ceil(partitions / slots) * slots)
 
 
-def _frame(backend, rows, seed, input):
-    library = backend.dataframe_library
-    if input is not None:
-        source = table_input.open_table(input, COLUMNS)
+def settle(backend, values: dict) -> tuple[dict, dict]:
+    """Open and check the input once, or choose the synthetic rows and partitions."""
+    values = dict(values)
+    if values["input"] is not None:
+        if values["partitions"] is not None:
+            raise ParameterError("--partitions is for synthetic trips; an --input is read as "
+                                 "one partition per file")
+        return values, {"input": table_input.open_table(values["input"], COLUMNS)}
+    if values["rows"] is None:
+        values["rows"] = GPU_DEFAULT_ROWS if backend.is_gpu else CPU_DEFAULT_ROWS
+    if values["partitions"] is None:
+        values["partitions"] = default_partitions(values["rows"], backend)
+    elif values["partitions"] > values["rows"]:
+        raise ParameterError(f"--partitions {values['partitions']}: more than the "
+                             f"{values['rows']} rows; use at most --rows")
+    return values, {}
+
+
+def _frame(resolved: Resolved):
+    library = resolved.backend.dataframe_library
+    if resolved["input"] is not None:
+        source = resolved.inputs["input"]
         if source.kind == "parquet":
             frame = dd.read_parquet(list(source.files), columns=list(COLUMNS))
         else:
             frame = dd.read_csv(list(source.files), usecols=list(COLUMNS),
                                 parse_dates=["pickup_time"])
-        return frame, {"source": input, "format": source.kind, "rows": source.rows}
-    rows, seed, specs = partition_specs(backend, rows, seed)
+        return frame, {"source": resolved["input"], "format": source.kind, "rows": source.rows}
+    rows, seed = resolved["rows"], resolved["seed"]
+    specs = partition_specs(rows, seed, resolved["partitions"])
     frame = dd.from_map(synthetic_partition, specs, library=library, meta=_meta(library),
                         enforce_metadata=False)
     return frame, {"source": "synthetic", "seed": seed, "rows": rows}
-
-
-def check(*, rows, seed, input, output) -> None:
-    """Nothing beyond the parsers: the input is validated by its parser."""
 
 
 def verify(workload: Workload, raw: dict) -> Verification:
@@ -172,8 +184,7 @@ def verify(workload: Workload, raw: dict) -> Verification:
     )
 
 
-def _read_pandas(path: str) -> pd.DataFrame:
-    source = table_input.open_table(path, COLUMNS)
+def _read_pandas(source: table_input.TableSource) -> pd.DataFrame:
     if source.kind == "parquet":
         return pd.concat([pd.read_parquet(f, columns=list(COLUMNS)) for f in source.files],
                          ignore_index=True)
@@ -187,16 +198,17 @@ def _pandas_etl(frame: pd.DataFrame) -> pd.DataFrame:
     return finish(_aggregate(frame.assign(distance_km=distance)))
 
 
-def baseline(backend, *, rows, seed, input, output) -> float:
+def baseline(resolved: Resolved) -> float:
     """Seconds of the same ETL in one process on the same trips, concatenated.
 
     pandas with NumPy's haversine on CPU; cuDF with the CUDA haversine kernel on a GPU worker.
     The trips are generated (the same partitions, for the run's seed) or read first, untimed.
     """
-    if input is not None:
-        frame = _read_pandas(input)
+    backend = resolved.backend
+    if resolved["input"] is not None:
+        frame = _read_pandas(resolved.inputs["input"])
     else:
-        _rows, _seed, specs = partition_specs(backend, rows, seed)
+        specs = partition_specs(resolved["rows"], resolved["seed"], resolved["partitions"])
         frame = pd.concat([synthetic_partition(s) for s in specs], ignore_index=True)
     if not backend.is_gpu:
         return time_call(backend, lambda: _pandas_etl(frame))
@@ -209,13 +221,14 @@ def baseline(backend, *, rows, seed, input, output) -> float:
     "Taxi-trip ETL: haversine kernel, filter, group by hour and passengers (cuDF or pandas)",
     PARAMS,
     verify,
-    check,
+    settle=settle,
     baseline=baseline,
 )
-def prepare(backend, *, rows, seed, input, output) -> Workload:
+def prepare(resolved: Resolved) -> Workload:
     """Build the lazy ETL over synthetic or input trips."""
-    backends.require_dataframe_library(backend, "trips-pipeline")
-    frame, described = _frame(backend, rows, seed, input)
+    backends.require_dataframe_library(resolved.backend, "trips-pipeline")
+    output = resolved["output"]
+    frame, described = _frame(resolved)
     with_distance = frame.map_partitions(_with_distance)
     kept = ((with_distance["distance_km"] > 0) & (with_distance["fare"] > 0)).sum()
     table = with_distance.map_partitions(_aggregate).groupby(GROUP).sum()

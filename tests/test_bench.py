@@ -17,7 +17,7 @@ from daskgpu.errors import ParameterError
 # Tiny parameters per built-in pipeline, for calling its baseline here on CPU.
 TINY = {
     "mean-pipeline": {"size": 200, "seed": 1},
-    "histogram-pipeline": {"size": 10_000, "bins": 16, "seed": 1},
+    "histogram-pipeline": {"values": 10_000, "bins": 16, "seed": 1},
     "stencil-pipeline": {"size": 64, "steps": 4},
     "trips-pipeline": {"rows": 5_000, "seed": 1},
     "join-pipeline": {"rows": 5_000, "seed": 1},
@@ -57,13 +57,13 @@ def test_strong_sweep_writes_json_and_png(tmp_path):
 
 def test_weak_sweep_grows_the_size(tmp_path):
     out = tmp_path / "weak.json"
-    proc = run_cli("bench", "histogram-pipeline", "--size", "20000", "--bins", "8", "--cpu",
+    proc = run_cli("bench", "histogram-pipeline", "--values", "20000", "--bins", "8", "--cpu",
                    "--sweep", "--weak", "--workers", "2", "--repeat", "1", "--warmup", "0",
                    "--no-dashboard", "--quiet", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     ms = json.loads(out.read_text())["measurements"]
     assert [m["devices"] for m in ms] == [1, 2]
-    assert [m["params"]["size"] for m in ms] == [20_000, 40_000]
+    assert [m["params"]["values"] for m in ms] == [20_000, 40_000]
     assert [m["elements"] for m in ms] == [20_000, 40_000]
     assert ms[1]["efficiency"] == pytest.approx(ms[0]["median_s"] / ms[1]["median_s"])
 
@@ -84,7 +84,7 @@ def test_every_builtin_pipeline_has_a_baseline():
     for name in names:
         spec = daskgpu.get_pipeline(name)
         assert spec.baseline is not None, f"{name} declares no baseline"
-        seconds = spec.baseline(cpu, **spec.resolve(**TINY[name]))
+        seconds = spec.baseline(spec.resolve(cpu, **TINY[name]))
         assert isinstance(seconds, float) and seconds > 0, name
 
 

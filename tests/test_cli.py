@@ -181,7 +181,8 @@ def test_seed_gives_the_same_value():
     assert first["value"] == second["value"]
     # Without --seed, a fresh seed is drawn and reported.
     unseeded = run_json(*RUN, *SMALL, "--no-dashboard")
-    assert unseeded["params"]["seed"] is None
+    # the params record the seed really used
+    assert unseeded["params"]["seed"] == unseeded["data"]["seed"]
     assert isinstance(unseeded["data"]["seed"], int) and unseeded["data"]["seed"] != 7
     assert unseeded["value"] != first["value"]
 
@@ -465,8 +466,8 @@ WRONG_MEAN = textwrap.dedent(
 
 
     @daskgpu.pipeline("wrong-mean", "mean-pipeline plus 0.25", real.params, real.verify)
-    def prepare(backend, **params):
-        workload = real.prepare(backend, **params)
+    def prepare(resolved):
+        workload = real.prepare(resolved)
         return dataclasses.replace(workload, collection=workload.collection + 0.25)
 
 

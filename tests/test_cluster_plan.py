@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 import urllib.request
 from urllib.parse import urlparse
 
 import dask
+import dask.system
 import distributed
 import pytest
 from conftest import TWO_GPUS
 
 import daskgpu
 import daskgpu.backends
-from daskgpu import clusters, devices
+from daskgpu import cluster_plan, devices
+from daskgpu import session as sessions
 from daskgpu.errors import BackendUnavailable, ClusterError, DaskGPUError, DeviceSelectionError
 
 UUID0 = TWO_GPUS["gpus"][0]["uuid"]
@@ -50,7 +51,7 @@ def _no_cuda_cluster():
 
 
 def test_gpu_plan_hands_each_worker_its_device_by_uuid(gpus):
-    p = clusters.plan(gpus="1,0", threads_per_worker=3)
+    p = cluster_plan.plan(gpus="1,0", threads_per_worker=3)
     assert p.kind == "gpu"
     assert p.devices == [gpus.devices[1], gpus.devices[0]]
     assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1, UUID0]
@@ -65,14 +66,14 @@ def test_gpu_plan_hands_each_worker_its_device_by_uuid(gpus):
 
 
 def test_gpu_plan_one_gpu_and_default_threads(gpus):
-    p = clusters.plan(gpus=UUID1)
+    p = cluster_plan.plan(gpus=UUID1)
     assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1]
     assert p.n_workers == 1
     assert p.options["threads_per_worker"] == 1
 
 
 def test_gpu_plan_passes_gpu_options_through_when_given(gpus):
-    p = clusters.plan(
+    p = cluster_plan.plan(
         gpus="0",
         rmm_pool_size="2GB",
         device_memory_limit=0.8,
@@ -90,17 +91,17 @@ def test_gpu_plan_passes_gpu_options_through_when_given(gpus):
 
 
 def test_gpu_plan_without_dashboard(gpus):
-    p = clusters.plan(gpus="0", dashboard=False, dashboard_address="127.0.0.1:9999")
+    p = cluster_plan.plan(gpus="0", dashboard=False, dashboard_address="127.0.0.1:9999")
     assert p.options["dashboard_address"] is None
 
 
 def test_dashboard_default_comes_from_config(gpus):
     with dask.config.set({"daskgpu.dashboard-address": "127.0.0.1:8999"}):
-        assert clusters.plan(gpus="0").options["dashboard_address"] == "127.0.0.1:8999"
+        assert cluster_plan.plan(gpus="0").options["dashboard_address"] == "127.0.0.1:8999"
 
 
 def test_gpu_plan_by_default_takes_every_gpu(gpus):
-    p = clusters.plan()
+    p = cluster_plan.plan()
     assert p.kind == "gpu"
     assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID0, UUID1]
     assert p.notices == []
@@ -108,9 +109,9 @@ def test_gpu_plan_by_default_takes_every_gpu(gpus):
 
 def test_gpu_plan_honours_preset_cuda_visible_devices(gpus, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    p = clusters.plan(gpus="0")
+    p = cluster_plan.plan(gpus="0")
     assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1]
-    assert clusters.plan().options["CUDA_VISIBLE_DEVICES"] == [UUID1]
+    assert cluster_plan.plan().options["CUDA_VISIBLE_DEVICES"] == [UUID1]
 
 
 def test_gpu_plan_uses_the_inventory_it_is_given(fake_nvml, monkeypatch):
@@ -118,13 +119,13 @@ def test_gpu_plan_uses_the_inventory_it_is_given(fake_nvml, monkeypatch):
     inv = devices.inventory()
     fake_nvml({"error": "DriverNotLoaded"})  # reading NVML again would find nothing
     monkeypatch.setattr(daskgpu.backends, "gpu_stack_missing", lambda: [])
-    p = clusters.plan(gpus="1", inventory=inv)
+    p = cluster_plan.plan(gpus="1", inventory=inv)
     assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1]
 
 
 def test_gpu_plan_rejects_unknown_protocol(gpus):
     with pytest.raises(ClusterError, match="tcp or ucx") as err:
-        clusters.plan(gpus="0", protocol="carrier-pigeon")
+        cluster_plan.plan(gpus="0", protocol="carrier-pigeon")
     assert _one_line(err.value)
 
 
@@ -145,13 +146,14 @@ def recording_cluster(monkeypatch):
             super().__init__(processes=False, **kwargs)
             self.made.append(self)
 
-    monkeypatch.setattr(clusters, "_local_cuda_cluster_class", lambda: RecordingCluster)
+    monkeypatch.setattr(sessions, "_local_cuda_cluster_class", lambda: RecordingCluster)
     return RecordingCluster
 
 
 def test_start_gpu_plan_gives_cluster_class_the_uuids(gpus, recording_cluster):
-    p = clusters.plan(gpus="1,0", rmm_pool_size="1GB", device_memory_limit="10GB", dashboard=False)
-    with clusters.start(p) as client:
+    p = cluster_plan.plan(gpus="1,0", rmm_pool_size="1GB", device_memory_limit="10GB",
+                          dashboard=False)
+    with sessions.start(p) as client:
         (kwargs,) = recording_cluster.received
         assert kwargs["CUDA_VISIBLE_DEVICES"] == [UUID1, UUID0]
         assert kwargs["n_workers"] == 2
@@ -162,14 +164,14 @@ def test_start_gpu_plan_gives_cluster_class_the_uuids(gpus, recording_cluster):
         assert kwargs["dashboard_address"] is None
         assert kwargs.get("protocol", "tcp") == "tcp"
         assert len(client.scheduler_info()["workers"]) == 2
-        got = clusters.info(client)
+        got = client
         assert got.kind == "gpu"
-        assert got.devices == [gpus.devices[1], gpus.devices[0]]
+        assert list(got.devices) == [gpus.devices[1], gpus.devices[0]]
         assert [d.uuid for d in got.devices] == [UUID1, UUID0]
         assert got.start_s > 0
         assert got.dashboard is None
-        assert got.notices == []
-        assert distributed.default_client() is client
+        assert got.notices == ()
+        assert distributed.default_client() is client.client
         assert client.submit(sum, [1, 2, 3]).result() == 6
     assert client.status == "closed"
     (made,) = recording_cluster.made
@@ -186,10 +188,10 @@ def test_start_closes_everything_when_the_run_fails(gpus, recording_cluster, mon
 
     monkeypatch.setattr(distributed.Client, "close", recording_close)
     with pytest.raises(RuntimeError, match="boom"):
-        with clusters.start(clusters.plan(gpus="0", dashboard=False)) as client:
+        with sessions.start(cluster_plan.plan(gpus="0", dashboard=False)) as client:
             raise RuntimeError("boom")
     # (other, garbage-collected clients may close meanwhile: look for this one)
-    assert any(c is client for c in closed)
+    assert any(c is client.client for c in closed)
     assert client.status == "closed"
     (made,) = recording_cluster.made
     assert made.status.name == "closed"
@@ -201,7 +203,7 @@ def test_start_closes_everything_when_the_run_fails(gpus, recording_cluster, mon
 
 def test_no_gpu_falls_back_to_cpu_with_one_notice(no_gpu, monkeypatch):
     monkeypatch.setattr(daskgpu.backends, "gpu_stack_missing", lambda: [])
-    p = clusters.plan()
+    p = cluster_plan.plan()
     assert p.kind == "cpu"
     assert p.devices == []
     (note,) = p.notices
@@ -214,7 +216,7 @@ def test_no_gpu_falls_back_to_cpu_with_one_notice(no_gpu, monkeypatch):
 def test_gpus_without_gpu_stack_fall_back_with_install_hint(fake_nvml, monkeypatch):
     fake_nvml(TWO_GPUS)
     monkeypatch.setattr(daskgpu.backends, "gpu_stack_missing", lambda: ["cupy"])
-    p = clusters.plan()
+    p = cluster_plan.plan()
     assert p.kind == "cpu"
     assert p.devices == []
     (note,) = p.notices
@@ -229,7 +231,7 @@ def test_asked_for_gpus_without_gpu_stack_is_an_error(fake_nvml, monkeypatch):
     fake_nvml(TWO_GPUS)
     monkeypatch.setattr(daskgpu.backends, "gpu_stack_missing", lambda: ["cupy"])
     with pytest.raises(BackendUnavailable) as err:
-        clusters.plan(gpus="0")
+        cluster_plan.plan(gpus="0")
     message = str(err.value)
     assert "pip install" in message
     assert "cupy" in message
@@ -238,7 +240,7 @@ def test_asked_for_gpus_without_gpu_stack_is_an_error(fake_nvml, monkeypatch):
 
 def test_gpus_on_machine_without_gpu_suggests_cpu(no_gpu):
     with pytest.raises(DeviceSelectionError) as err:
-        clusters.plan(gpus="0")
+        cluster_plan.plan(gpus="0")
     assert "--cpu" in str(err.value)
     assert "NVML library not found" in str(err.value)
     assert _one_line(err.value)
@@ -249,7 +251,7 @@ def test_cpu_plan_never_reads_nvml(monkeypatch):
         raise AssertionError("--cpu must not query NVML")
 
     monkeypatch.setattr(devices, "inventory", forbidden)
-    p = clusters.plan(cpu=True)
+    p = cluster_plan.plan(cpu=True)
     assert p.kind == "cpu"
     assert p.notices == []
 
@@ -340,7 +342,7 @@ def test_plan_rejects_with_one_line(gpus, tmp_path, kwargs, error, fragment):
     paths = {EXISTING: str(existing), MISSING: str(tmp_path / "missing.json")}
     kwargs = {k: paths.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()}
     with pytest.raises(error) as err:
-        clusters.plan(**kwargs)
+        cluster_plan.plan(**kwargs)
     assert isinstance(err.value, DaskGPUError)
     assert err.value.exit_code == 2
     assert fragment in str(err.value)
@@ -349,17 +351,17 @@ def test_plan_rejects_with_one_line(gpus, tmp_path, kwargs, error, fragment):
 
 def test_rmm_pool_without_gpu_is_an_error_not_ignored(no_gpu):
     with pytest.raises(ClusterError, match="--rmm-pool-size"):
-        clusters.plan(rmm_pool_size="1GB")
+        cluster_plan.plan(rmm_pool_size="1GB")
 
 
 def test_external_plans(tmp_path, monkeypatch):
     monkeypatch.setattr(devices, "inventory", lambda: pytest.fail("must not query NVML"))
-    p = clusters.plan(scheduler_address="tcp://10.1.2.3:8786")
+    p = cluster_plan.plan(scheduler_address="tcp://10.1.2.3:8786")
     assert p.kind == "external"
     assert p.options == {"address": "tcp://10.1.2.3:8786"}
     path = tmp_path / "scheduler.json"
     path.write_text("{}")
-    p = clusters.plan(scheduler_file=str(path))
+    p = cluster_plan.plan(scheduler_file=str(path))
     assert p.kind == "external"
     assert p.options == {"scheduler_file": str(path)}
 
@@ -371,40 +373,40 @@ def test_external_plans(tmp_path, monkeypatch):
 @pytest.mark.parametrize("cores", [None, 1, 6, 8, 13])
 def test_cpu_layout(monkeypatch, cores):
     if cores is not None:
-        monkeypatch.setattr(os, "cpu_count", lambda: cores)
-    n = os.cpu_count()
+        monkeypatch.setattr(dask.system, "CPU_COUNT", cores)
+    n = dask.system.CPU_COUNT
 
-    p = clusters.plan(cpu=True, workers=2)
+    p = cluster_plan.plan(cpu=True, workers=2)
     assert (p.n_workers, p.threads_per_worker) == (2, max(1, n // 2))
     assert p.options["n_workers"] == 2
     assert p.options["threads_per_worker"] == max(1, n // 2)
 
-    p = clusters.plan(cpu=True, threads_per_worker=1)
+    p = cluster_plan.plan(cpu=True, threads_per_worker=1)
     assert (p.n_workers, p.threads_per_worker) == (n, 1)
     assert p.options["n_workers"] == n
 
-    p = clusters.plan(cpu=True)
+    p = cluster_plan.plan(cpu=True)
     assert p.n_workers * p.threads_per_worker == n
     assert p.options["n_workers"] * p.options["threads_per_worker"] == n
 
-    p = clusters.plan(cpu=True, workers=3, threads_per_worker=2)
+    p = cluster_plan.plan(cpu=True, workers=3, threads_per_worker=2)
     assert (p.options["n_workers"], p.options["threads_per_worker"]) == (3, 2)
 
 
 def test_cpu_layout_follows_threads_per_worker_setting(monkeypatch):
-    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(dask.system, "CPU_COUNT", 8)
     with dask.config.set({"daskgpu.cpu.threads-per-worker": 2}):
-        p = clusters.plan(cpu=True)
+        p = cluster_plan.plan(cpu=True)
     assert (p.n_workers, p.threads_per_worker) == (4, 2)
 
 
 def test_cpu_plan_options(monkeypatch):
-    p = clusters.plan(cpu=True, workers=1, threads_per_worker=1)
+    p = cluster_plan.plan(cpu=True, workers=1, threads_per_worker=1)
     assert p.options["dashboard_address"] == "127.0.0.1:8787"
     assert p.options["host"] == "127.0.0.1"
     assert p.options["memory_limit"] == "auto"
     assert not any(key in p.options for key in GPU_ONLY)
-    assert clusters.plan(cpu=True, dashboard=False).options["dashboard_address"] is None
+    assert cluster_plan.plan(cpu=True, dashboard=False).options["dashboard_address"] is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -412,20 +414,20 @@ def test_cpu_plan_options(monkeypatch):
 
 
 def test_real_cpu_cluster(monkeypatch):
-    monkeypatch.setattr(clusters, "_local_cuda_cluster_class", _no_cuda_cluster)
+    monkeypatch.setattr(sessions, "_local_cuda_cluster_class", _no_cuda_cluster)
     with daskgpu.cluster(
         cpu=True, workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0"
     ) as client:
         workers = client.scheduler_info()["workers"]
         assert len(workers) == 2
         assert [w["nthreads"] for w in workers.values()] == [1, 1]
-        got = clusters.info(client)
+        got = client
         assert got.kind == "cpu"
-        assert got.devices == []
+        assert list(got.devices) == []
         assert got.start_s > 0
         assert got.dashboard.startswith("http://127.0.0.1:")
-        assert got.notices == []
-        assert distributed.default_client() is client
+        assert got.notices == ()
+        assert distributed.default_client() is client.client
         assert client.submit(sum, [1, 2, 3]).result() == 6
         local = client.cluster
     assert client.status == "closed"
@@ -433,7 +435,7 @@ def test_real_cpu_cluster(monkeypatch):
 
 
 def test_busy_dashboard_port_moves_and_says_so(monkeypatch):
-    monkeypatch.setattr(clusters, "_local_cuda_cluster_class", _no_cuda_cluster)
+    monkeypatch.setattr(sessions, "_local_cuda_cluster_class", _no_cuda_cluster)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -441,7 +443,7 @@ def test_busy_dashboard_port_moves_and_says_so(monkeypatch):
         with daskgpu.cluster(
             cpu=True, workers=1, threads_per_worker=1, dashboard_address=f"127.0.0.1:{port}"
         ) as client:
-            got = clusters.info(client)
+            got = client
             link = urlparse(got.dashboard)
             assert link.scheme == "http"
             assert link.hostname == "127.0.0.1"
@@ -459,7 +461,7 @@ def test_busy_dashboard_port_moves_and_says_so(monkeypatch):
 def test_disabled_dashboard_has_no_link_and_no_notice(monkeypatch):
     # distributed serves HTTP (health, metrics) even without a dashboard, on 8787 by default:
     # that must neither show up as a dashboard link nor as a "port busy" notice.
-    monkeypatch.setattr(clusters, "_local_cuda_cluster_class", _no_cuda_cluster)
+    monkeypatch.setattr(sessions, "_local_cuda_cluster_class", _no_cuda_cluster)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as default_port:
         try:  # make 8787 busy (if something else holds it already, it is busy anyway)
             default_port.bind(("127.0.0.1", 8787))
@@ -467,13 +469,13 @@ def test_disabled_dashboard_has_no_link_and_no_notice(monkeypatch):
         except OSError:
             pass
         with daskgpu.cluster(cpu=True, workers=1, threads_per_worker=1, dashboard=False) as client:
-            got = clusters.info(client)
-    assert got.notices == []
+            got = client
+    assert got.notices == ()
     assert got.dashboard is None
 
 
 def test_unreachable_scheduler_fails_fast(monkeypatch):
-    monkeypatch.setattr(clusters, "_local_cuda_cluster_class", _no_cuda_cluster)
+    monkeypatch.setattr(sessions, "_local_cuda_cluster_class", _no_cuda_cluster)
     began = time.perf_counter()
     with dask.config.set({"daskgpu.scheduler.connect-timeout": "2s"}):
         with pytest.raises(ClusterError) as err:
@@ -488,20 +490,21 @@ def test_unreachable_scheduler_fails_fast(monkeypatch):
 
 def test_empty_cuda_visible_devices_without_gpus_option_runs_on_cpu(gpus, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    p = clusters.plan()
+    p = cluster_plan.plan()
     assert p.kind == "cpu"
     assert len(p.notices) == 1 and "hides every GPU" in p.notices[0]
     with pytest.raises(DeviceSelectionError, match="hides every GPU"):
-        clusters.plan(gpus="0")
+        cluster_plan.plan(gpus="0")
 
 
 def test_memory_sizes_are_handed_over_as_dask_cuda_reads_them(gpus):
-    p = clusters.plan(gpus="0", device_memory_limit="0.8", rmm_pool_size="20GB")
+    p = cluster_plan.plan(gpus="0", device_memory_limit="0.8", rmm_pool_size="20GB")
     assert p.options["device_memory_limit"] == 0.8
     assert p.options["rmm_pool_size"] == "20GB"
-    assert clusters.plan(gpus="0", rmm_pool_size="1000000").options["rmm_pool_size"] == 1_000_000
+    pool = cluster_plan.plan(gpus="0", rmm_pool_size="1000000").options["rmm_pool_size"]
+    assert pool == 1_000_000
     with pytest.raises(ClusterError, match="--rmm-pool-size 'lots'"):
-        clusters.plan(gpus="0", rmm_pool_size="lots")
+        cluster_plan.plan(gpus="0", rmm_pool_size="lots")
 
 
 # --------------------------------------------------------------------------------------------
@@ -513,7 +516,7 @@ def _exposure_notes(p) -> list[str]:
 
 
 def test_default_plans_listen_on_loopback_without_warning(gpus):
-    for p in (clusters.plan(cpu=True), clusters.plan(gpus="0")):
+    for p in (cluster_plan.plan(cpu=True), cluster_plan.plan(gpus="0")):
         assert p.options["host"] == "127.0.0.1"
         assert p.options["dashboard_address"] == "127.0.0.1:8787"
         assert _exposure_notes(p) == []
@@ -523,7 +526,7 @@ def test_default_plans_listen_on_loopback_without_warning(gpus):
     "address", [":8787", "8787", "0.0.0.0:8787", "10.0.0.5:0", "127.0.0.1:8787,:8788"]
 )
 def test_dashboard_beyond_loopback_warns_once(address):
-    p = clusters.plan(cpu=True, workers=1, dashboard_address=address)
+    p = cluster_plan.plan(cpu=True, workers=1, dashboard_address=address)
     assert p.options["dashboard_address"] == address  # allowed: the user asked for it
     notes = _exposure_notes(p)
     assert len(notes) == 1, p.notices
@@ -536,20 +539,21 @@ def test_dashboard_beyond_loopback_warns_once(address):
 
 @pytest.mark.parametrize("address", ["127.0.0.1:8787", "localhost:0", "127.0.0.2:9000"])
 def test_dashboard_on_loopback_does_not_warn(address):
-    assert _exposure_notes(clusters.plan(cpu=True, workers=1, dashboard_address=address)) == []
+    assert _exposure_notes(cluster_plan.plan(cpu=True, workers=1, dashboard_address=address)) == []
 
 
 def test_no_dashboard_means_no_dashboard_warning_and_loopback_http(gpus):
-    p = clusters.plan(cpu=True, dashboard=False, dashboard_address=":8787")
+    p = cluster_plan.plan(cpu=True, dashboard=False, dashboard_address=":8787")
     assert _exposure_notes(p) == []
     # distributed's HTTP server (health, metrics) stays on loopback even with --host elsewhere
-    p = clusters.plan(gpus="0", dashboard=False, host="10.0.0.5")
+    p = cluster_plan.plan(gpus="0", dashboard=False, host="10.0.0.5")
     assert p.options["scheduler_kwargs"]["dashboard_address"] == "127.0.0.1:0"
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.5"])
 def test_host_beyond_loopback_is_passed_on_with_a_warning(gpus, host):
-    for p in (clusters.plan(cpu=True, workers=1, host=host), clusters.plan(gpus="0", host=host)):
+    for p in (cluster_plan.plan(cpu=True, workers=1, host=host),
+              cluster_plan.plan(gpus="0", host=host)):
         assert p.options["host"] == host
         notes = _exposure_notes(p)
         assert len(notes) == 1, p.notices
@@ -558,7 +562,7 @@ def test_host_beyond_loopback_is_passed_on_with_a_warning(gpus, host):
 
 
 def test_warnings_follow_the_cpu_fallback_notice(no_gpu):
-    p = clusters.plan(dashboard_address="0.0.0.0:0")
+    p = cluster_plan.plan(dashboard_address="0.0.0.0:0")
     assert p.kind == "cpu"
     assert len(p.notices) == 2
     assert "No GPU found" in p.notices[0]
@@ -566,7 +570,7 @@ def test_warnings_follow_the_cpu_fallback_notice(no_gpu):
 
 
 def test_loopback_host_with_external_scheduler_is_fine():
-    p = clusters.plan(scheduler_address=ADDRESS, host="127.0.0.1", dashboard_address=":8787")
+    p = cluster_plan.plan(scheduler_address=ADDRESS, host="127.0.0.1", dashboard_address=":8787")
     assert p.kind == "external"
     assert p.notices == []  # it starts nothing, so nothing of daskgpu's listens
 
@@ -585,11 +589,11 @@ def test_dashboard_link_names_where_it_listens_not_the_scheduler_host(monkeypatc
     # and its link must say that too (distributed's own link takes the scheduler's host).
     if not _can_bind("127.0.0.2"):
         pytest.skip("127.0.0.2 is not a loopback address here")
-    monkeypatch.setattr(clusters, "_local_cuda_cluster_class", _no_cuda_cluster)
+    monkeypatch.setattr(sessions, "_local_cuda_cluster_class", _no_cuda_cluster)
     with daskgpu.cluster(cpu=True, workers=1, threads_per_worker=1, host="127.0.0.2",
                          dashboard_address="127.0.0.1:0") as client:
         assert client.scheduler.address.startswith("tcp://127.0.0.2:")
-        link = clusters.info(client).dashboard
+        link = client.dashboard
         assert urlparse(link).hostname == "127.0.0.1"
         with urllib.request.urlopen(link, timeout=30) as response:
             assert response.status == 200
@@ -598,10 +602,10 @@ def test_dashboard_link_names_where_it_listens_not_the_scheduler_host(monkeypatc
 @pytest.mark.parametrize("limit", ["banana", "-5", "1e400", "2.5", "-1GB"])
 def test_host_memory_limit_is_checked_before_anything_starts(limit):
     with pytest.raises(ClusterError, match=f"--memory-limit '{limit}'"):
-        clusters.plan(cpu=True, memory_limit=limit)
+        cluster_plan.plan(cpu=True, memory_limit=limit)
 
 
 @pytest.mark.parametrize(("limit", "handed"), [("auto", "auto"), ("4GiB", "4GiB"), ("0.5", 0.5),
                                                ("0", 0), (2**30, 2**30)])
 def test_host_memory_limit_is_handed_over_as_distributed_reads_it(limit, handed):
-    assert clusters.plan(cpu=True, memory_limit=limit).options["memory_limit"] == handed
+    assert cluster_plan.plan(cpu=True, memory_limit=limit).options["memory_limit"] == handed

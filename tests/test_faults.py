@@ -28,7 +28,7 @@ from fault_injection import (
 )
 
 import daskgpu
-from daskgpu import failures
+from daskgpu import faults
 from daskgpu.errors import RunFailed
 
 DASK = Path(sys.executable).parent / "dask"
@@ -112,14 +112,14 @@ def test_a_task_that_keeps_killing_workers_is_one_line():
     from distributed.scheduler import KilledWorker, NoWorkerError
 
     worker = SimpleNamespace(address="tcp://127.0.0.1:1")
-    failed = failures._as_run_failed(KilledWorker(("stencil-abc123", 3, 4), worker, 3))
+    failed = faults._as_run_failed(KilledWorker(("stencil-abc123", 3, 4), worker, 3))
     assert isinstance(failed, RunFailed) and failed.exit_code == 1
     text = str(failed)
     assert text.startswith("the run could not finish: 4 workers died while running task "
                            "'stencil'") and "--memory-limit" in text and "\n" not in text
-    lost = failures._as_run_failed(NoWorkerError("sum-aggregate", 60))
+    lost = faults._as_run_failed(NoWorkerError("sum-aggregate", 60))
     assert "all workers were lost" in str(lost) and "within 60s" in str(lost)
-    assert failures._as_run_failed(ValueError("a bug")) is None
+    assert faults._as_run_failed(ValueError("a bug")) is None
 
 
 def _run_failure_line(*args, within: float, env=None) -> str:
@@ -278,7 +278,7 @@ def test_more_data_than_memory_completes_by_spilling_to_disk(size, held):
 CLUSTER = ["--cpu", "--workers", "2", "--threads-per-worker", "1", "--no-dashboard"]
 STENCIL = ["run", "stencil-pipeline", *CLUSTER, "--size", "3000", "--chunks", "500",
            "--steps", "200"]
-HISTOGRAM = ["run", "histogram-pipeline", *CLUSTER, "--size", "3000000", "--bins", "3000000",
+HISTOGRAM = ["run", "histogram-pipeline", *CLUSTER, "--values", "3000000", "--bins", "3000000",
              "--range", "0", "1", "--seed", "1", "--json"]
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import daskgpu
-from daskgpu import backends, devices
+from daskgpu import devices
 
 pytestmark = pytest.mark.gpu
 
@@ -33,7 +33,7 @@ def test_mean_pipeline_on_gpu_is_verified(gpu_client):
 def test_gpu_blocks_are_cupy_and_uniform(gpu_client):
     import cupy
 
-    backend = backends.detect(gpu_client)
+    backend = gpu_client.backend
     from daskgpu import synthetic
 
     arr = synthetic.uniform((1000, 1000), (500, 1000), "float32", 1, backend)

@@ -18,7 +18,7 @@ CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 
 
 def test_random_histogram_matches_numpy_on_the_same_values(cpu_client):
-    result = daskgpu.run("histogram-pipeline", client=cpu_client, size=300_001, chunks="70000",
+    result = daskgpu.run("histogram-pipeline", client=cpu_client, values=300_001, chunks="70000",
                          bins=37, seed=4, distribution="normal")
     assert result.verified, result.verification
     spec = daskgpu.get_pipeline("histogram-pipeline")
@@ -73,7 +73,7 @@ def test_float32_exact_on_bin_edges(cpu_client, tmp_path):
 
 def test_wrong_counts_fail_verification():
     spec = daskgpu.get_pipeline("histogram-pipeline")
-    workload = spec.workload(CPU2, size=5000, bins=10, seed=1)
+    workload = spec.workload(CPU2, values=5000, bins=10, seed=1)
     raw = dask.compute(workload.collection, scheduler="sync")[0]
     assert spec.verify(workload, raw).ok
     planted = dict(raw, counts=raw["counts"].copy())

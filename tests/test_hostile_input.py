@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import pipelines  # noqa: F401  (registers the built-in pipelines)
-from daskgpu import array_input, chunking, clusters, devices, registry, table_input
+from daskgpu import array_input, chunking, cluster_plan, devices, registry, table_input
 from daskgpu.errors import (
     ClusterError,
     DaskGPUError,
@@ -141,10 +141,10 @@ def test_empty_chunks_tuple_is_refused():
 
 
 def test_cli_shows_the_reason_even_when_the_value_holds_a_colon():
-    import cli
+    import cli_options
 
     spec = registry.get("mean-pipeline")
-    ptype = cli.PipelineParamType(spec.param("size"))
+    ptype = cli_options.PipelineParamType(spec.param("size"))
     import click
 
     with pytest.raises(click.BadParameter) as err:
@@ -163,7 +163,7 @@ EXTREME_CHUNKS = st.one_of(
 )
 EXTREME_PARAMS = {
     "mean-pipeline": {"size": EXTREME, "chunks": EXTREME_CHUNKS, "dtype": st.just("float32")},
-    "histogram-pipeline": {"size": EXTREME, "chunks": EXTREME_CHUNKS,
+    "histogram-pipeline": {"values": EXTREME, "chunks": EXTREME_CHUNKS,
                            "bins": st.sampled_from([1, 10_000_000]),
                            "range": st.sampled_from([None, (-1e308, 1e308), (0, 5e-324)])},
     "stencil-pipeline": {"size": st.one_of(st.none(), EXTREME), "chunks": EXTREME_CHUNKS,
@@ -195,7 +195,7 @@ def test_resolve_with_extreme_values_is_ok_or_a_daskgpu_error(pipeline, data):
         assert _one_line(exc)
         return
     # What resolve lets through is a graph a client can build: a bounded number of blocks.
-    size, chunks = resolved.get("size"), resolved.get("chunks")
+    size, chunks = resolved.get("size", resolved.get("values")), resolved.get("chunks")
     if size is not None and chunks is not None:
         shape = (size,) if pipeline == "histogram-pipeline" else (size, size)
         itemsize = np.dtype(resolved.get("dtype", "float64")).itemsize
@@ -207,7 +207,7 @@ def test_resolve_with_extreme_values_is_ok_or_a_daskgpu_error(pipeline, data):
     [
         ("mean-pipeline", {"size": 10**6, "chunks": 1}, "blocks"),  # hung building the graph
         ("mean-pipeline", {"size": 2**40}, "smaller size"),  # MemoryError in the client
-        ("histogram-pipeline", {"size": 2**40, "chunks": 2**62}, "memory"),  # 8 TiB block
+        ("histogram-pipeline", {"values": 2**40, "chunks": 2**62}, "memory"),  # 8 TiB block
         ("stencil-pipeline", {"size": 3, "steps_per_exchange": 4}, "deeper"),  # after start
         ("stencil-pipeline", {"steps": 2**62}, "exchanges"),  # hung building the graph
         ("stencil-pipeline", {"steps": 10**6, "steps_per_exchange": 1}, "exchanges"),
@@ -225,7 +225,7 @@ def test_layouts_no_cluster_can_run_are_refused_up_front(pipeline, params, messa
 def test_ordinary_layouts_still_resolve():
     assert registry.get("mean-pipeline").resolve(size=1, chunks="5,5")["chunks"] == (5, 5)
     assert registry.get("stencil-pipeline").resolve(size=8000, steps=200)["steps"] == 200
-    assert registry.get("histogram-pipeline").resolve(size=10**9, chunks=10**6)["size"] == 10**9
+    assert registry.get("histogram-pipeline").resolve(values=10**9, chunks=10**6)["values"] == 10**9
 
 
 # -------------------------------------------------------------------------- A1. --gpus
@@ -361,7 +361,7 @@ MEMORY = st.one_of(st.text(), st.lists(st.sampled_from(
 @example(text="1e300GB")
 def test_memory_size_is_a_value_or_a_cluster_error(text):
     try:
-        clusters._memory_size(text)
+        cluster_plan._memory_size(text)
     except ClusterError as exc:
         assert _one_line(exc)
 
@@ -371,7 +371,7 @@ def test_memory_size_is_a_value_or_a_cluster_error(text):
        threads=st.one_of(st.none(), st.integers(-3, 3)))
 def test_worker_counts_are_checked(workers, threads):
     try:
-        plan = clusters.plan(cpu=True, workers=workers, threads_per_worker=threads,
+        plan = cluster_plan.plan(cpu=True, workers=workers, threads_per_worker=threads,
                              dashboard=False)
     except ClusterError as exc:
         assert _one_line(exc)
@@ -382,7 +382,7 @@ def test_worker_counts_are_checked(workers, threads):
 @pytest.mark.parametrize("text", ["nan", "-5", "inf", "1e400", "1.5", "1e300GB", "-2GB", "x"])
 def test_memory_size_refuses_meaningless_sizes(text):
     with pytest.raises(ClusterError):
-        clusters._memory_size(text)
+        cluster_plan._memory_size(text)
 
 
 # --------------------------------------------------------- A2. the command line, for real

@@ -134,12 +134,12 @@ def test_build_returns_a_composable_lazy_collection():
 @pytest.mark.parametrize(
     "params, message",
     [
-        ({"size": 0}, "--size"),
-        ({"size": "ten"}, "--size"),
-        ({"chunks": "0"}, "--chunks"),
+        ({"size": 0}, "size=0"),  # from Python: the keyword, not the option
+        ({"size": "ten"}, "size=ten"),
+        ({"chunks": "0"}, "chunks=0"),
         ({"chunks": "1,2,3"}, "axes"),
         ({"dtype": "int8"}, "float64"),
-        ({"seed": -1}, "--seed"),
+        ({"seed": -1}, "seed=-1"),
         ({"sise": 10}, "did you mean 'size'"),
     ],
 )

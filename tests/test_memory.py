@@ -23,7 +23,7 @@ def test_kernel_high_water_mark_resets_and_rises():
 
 def test_run_reports_each_workers_peak_and_it_follows_the_block_size(cpu_client):
     small = daskgpu.run("mean-pipeline", client=cpu_client, size=1000)
-    big = daskgpu.run("histogram-pipeline", client=cpu_client, size=2 * BLOCK_BYTES // 8,
+    big = daskgpu.run("histogram-pipeline", client=cpu_client, values=2 * BLOCK_BYTES // 8,
                       chunks=str(BLOCK_BYTES // 8), bins=16, range=(0, 1))
     for result in (small, big):
         assert len(result.workers) == 2
@@ -60,8 +60,8 @@ def test_local_workers_are_measured_from_here_after_the_first_run(cpu_client):
     first = daskgpu.run("mean-pipeline", client=cpu_client, size=1000)
     # The workers of a cluster started here are this process's children: their pids are kept,
     # and the next runs reset and read their peaks through /proc, without a message.
-    assert memory._LOCAL_PIDS[cpu_client] == cpu_client.run(os.getpid)
-    second = daskgpu.run("histogram-pipeline", client=cpu_client, size=2 * BLOCK_BYTES // 8,
+    assert cpu_client.worker_pids == cpu_client.run(os.getpid)
+    second = daskgpu.run("histogram-pipeline", client=cpu_client, values=2 * BLOCK_BYTES // 8,
                          chunks=str(BLOCK_BYTES // 8), bins=16, range=(0, 1))
     assert max(w["host_peak_bytes"] for w in second.workers) >= (
         max(w["host_peak_bytes"] for w in first.workers) + 0.9 * BLOCK_BYTES)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import fake_nvml_env, run_cli
 
-import cli
+import cli_options
 import daskgpu
 import pipelines  # noqa: F401  (registers the built-in pipelines)
 from daskgpu import backends, output, registry
@@ -89,7 +89,7 @@ def test_run_refuses_before_computing(tmp_path):
             raise AssertionError(f"client.{name} used before the output check")
 
     with pytest.raises(ParameterError, match="overwrite"):
-        daskgpu.run("histogram-pipeline", client=NoClient(), backend=CPU, size=100,
+        daskgpu.run("histogram-pipeline", client=NoClient(), backend=CPU, values=100,
                     output=str(target))
     assert _snapshot(target) == before
 
@@ -97,7 +97,7 @@ def test_run_refuses_before_computing(tmp_path):
 def test_bench_refuses_before_any_cluster(tmp_path, monkeypatch):
     target = tmp_path / "grid.npy"
     _make_existing(target)
-    monkeypatch.setattr(benchmarks.clusters, "plan", lambda **kw: pytest.fail("cluster planned"))
+    monkeypatch.setattr(benchmarks.sessions, "start", lambda plan: pytest.fail("cluster started"))
     with pytest.raises(ParameterError, match="exists"):
         benchmarks.bench("stencil-pipeline", {"size": 16, "output": str(target)}, {"cpu": True})
     with pytest.raises(ParameterError, match="exists"):  # as the command line passes it
@@ -108,7 +108,7 @@ def test_bench_refuses_before_any_cluster(tmp_path, monkeypatch):
 def test_run_with_overwrite_replaces_the_file(cpu_client, tmp_path):
     target = tmp_path / "hist.csv"
     _make_existing(target)
-    result = daskgpu.run("histogram-pipeline", client=cpu_client, size=1000, bins=4,
+    result = daskgpu.run("histogram-pipeline", client=cpu_client, values=1000, bins=4,
                          range=(0, 1), seed=1, output=str(target), overwrite=True)
     assert result.verified
     with open(target) as f:
@@ -155,7 +155,7 @@ def test_commit_puts_the_old_output_back_when_the_rename_fails(tmp_path, monkeyp
 def test_overwrite_flag_only_where_there_is_an_output():
     for name in registry.names():
         spec = registry.get(name)
-        names = [o.name for o in cli._pipeline_options(spec)]
+        names = [o.name for o in cli_options.pipeline_options(spec)]
         assert ("overwrite" in names) == any(p.is_output for p in spec.params), name
 
 
@@ -178,7 +178,8 @@ def test_cli_keeps_an_existing_output(tmp_path, pipeline):
     target = tmp_path / WITH_OUTPUT[pipeline]
     _make_existing(target)
     before = _snapshot(target)
-    size = ["--rows", "1000"] if pipeline == "trips-pipeline" else ["--size", "100"]
+    size = {"trips-pipeline": ["--rows", "1000"],
+            "histogram-pipeline": ["--values", "100"]}.get(pipeline, ["--size", "100"])
     started = time.perf_counter()
     proc = run_cli("run", pipeline, *size, "--output", str(target), "--workers", "1",
                    "--no-dashboard", env=_env(), timeout=60)
@@ -204,7 +205,7 @@ def test_cli_overwrite_replaces_a_zarr_output(tmp_path):
 
 def test_cli_bench_with_output_replaces_it_per_repeat(tmp_path):
     target = tmp_path / "hist.npy"
-    args = ["bench", "histogram-pipeline", "--size", "2000", "--bins", "4", "--range", "0", "1",
+    args = ["bench", "histogram-pipeline", "--values", "2000", "--bins", "4", "--range", "0", "1",
             "--cpu", "--workers", "1", "--repeat", "2", "--warmup", "1", "--no-dashboard",
             "--output", str(target)]
     proc = run_cli(*args, env=_env(), timeout=120)

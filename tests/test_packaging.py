@@ -41,6 +41,9 @@ def test_environment_yml_parses_and_names_the_same_packages():
     assert any(p.startswith("-e .") for p in pip)
 
 
-def test_builtin_pipelines_are_an_entry_point():
-    eps = _pyproject()["project"]["entry-points"]["daskgpu.pipelines"]
-    assert eps == {"builtin": "pipelines"}
+def test_installed_package_ships_the_builtin_pipelines_and_the_command():
+    # Built-ins load directly (tests/test_house.py); the entry-point group is for third parties.
+    project = _pyproject()
+    assert "pipelines" in project["tool"]["setuptools"]["packages"]
+    assert {"cli", "cli_options"} <= set(project["tool"]["setuptools"]["py-modules"])
+    assert project["project"]["scripts"] == {"daskgpu": "cli:main"}

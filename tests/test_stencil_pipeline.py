@@ -84,7 +84,7 @@ def test_a_wrong_answer_fails_verification():
 
 def test_halo_deeper_than_the_grid_is_refused():
     spec = daskgpu.get_pipeline("stencil-pipeline")
-    with pytest.raises(ParameterError, match="steps-per-exchange 9"):
+    with pytest.raises(ParameterError, match="steps_per_exchange=9"):
         spec.workload(CPU2, size=8, steps=10, steps_per_exchange=9)
 
 

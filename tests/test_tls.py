@@ -13,7 +13,7 @@ import pytest
 from conftest import run_cli, stop_cluster_processes
 
 import daskgpu
-from daskgpu import clusters, security
+from daskgpu import cluster_plan, security
 from daskgpu.errors import ClusterError
 
 trustme = pytest.importorskip("trustme")
@@ -196,7 +196,7 @@ def _bad_plans(certs):
 def test_bad_tls_options_fail_before_connecting_with_one_line(certs):
     for kwargs, fragment in _bad_plans(certs):
         with pytest.raises(ClusterError) as err:
-            clusters.plan(**kwargs)
+            cluster_plan.plan(**kwargs)
         assert fragment in str(err.value), kwargs
         assert _one_line(str(err.value))
         assert err.value.exit_code == 2
@@ -206,25 +206,25 @@ def test_scheduler_file_with_tls_address_needs_certificates(certs, tmp_path):
     path = tmp_path / "s.json"
     path.write_text(json.dumps({"address": "tls://10.1.2.3:8786"}))
     with pytest.raises(ClusterError, match="TLS scheduler: give --tls-ca-file"):
-        clusters.plan(scheduler_file=str(path))
+        cluster_plan.plan(scheduler_file=str(path))
     ours = certs["ours"]
-    p = clusters.plan(scheduler_file=str(path), tls_ca_file=ours["ca"], tls_cert=ours["both"])
+    p = cluster_plan.plan(scheduler_file=str(path), tls_ca_file=ours["ca"], tls_cert=ours["both"])
     assert p.options["scheduler_file"] == str(path)
     path.write_text(json.dumps({"address": "tcp://10.1.2.3:8786"}))
     with pytest.raises(ClusterError, match="does not use TLS"):
-        clusters.plan(scheduler_file=str(path), tls_ca_file=ours["ca"], tls_cert=ours["both"])
+        cluster_plan.plan(scheduler_file=str(path), tls_ca_file=ours["ca"], tls_cert=ours["both"])
 
 
 def test_tls_plan_carries_a_security_that_requires_encryption(certs):
     ours = certs["ours"]
-    p = clusters.plan(scheduler_address="10.1.2.3:8786", tls_ca_file=ours["ca"],
+    p = cluster_plan.plan(scheduler_address="10.1.2.3:8786", tls_ca_file=ours["ca"],
                       tls_cert=ours["cert"], tls_key=ours["key"])
     assert p.options["address"] == "tls://10.1.2.3:8786"
     sec = p.options["security"]
     assert sec.require_encryption is True
     assert (sec.tls_ca_file, sec.tls_client_cert, sec.tls_client_key) == (
         ours["ca"], ours["cert"], ours["key"])
-    assert clusters.describe(p) == "Connecting to tls://10.1.2.3:8786"
+    assert cluster_plan.describe(p) == "Connecting to tls://10.1.2.3:8786"
 
 
 def test_cli_bad_tls_file_is_one_line_exit_2(certs):

@@ -1,36 +1,32 @@
-"""Start (or connect to) the cluster a run computes on, and always close it.
+"""Plan the cluster a run computes on, from the options, before any process starts.
 
-Three kinds, one context manager:
+Pure and strict: it reads NVML (never CUDA) and the options, and refuses contradictory or
+impossible ones in one line. Three kinds of plan:
 
-- GPU workers: ``dask_cuda.LocalCUDACluster`` with one worker per selected GPU, each handed
-  its device by UUID.
-- CPU workers: ``distributed.LocalCluster``, where there is no GPU or ``cpu=True``.
-- An existing scheduler (``scheduler_address`` / ``scheduler_file``): daskgpu only connects,
-  and the backend follows what its workers have.
+- ``gpu``: ``dask_cuda.LocalCUDACluster`` with one worker per selected GPU.
+- ``cpu``: ``distributed.LocalCluster``, where there is no GPU or ``cpu=True``.
+- ``external``: an existing scheduler (``scheduler_address`` / ``scheduler_file``); its workers
+  decide the backend.
 
-Scheduler and dashboard listen on 127.0.0.1 unless told otherwise.
+Scheduler and dashboard listen on 127.0.0.1 unless told otherwise. :mod:`daskgpu.session`
+carries a plan out.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import math
 import os
-import time
-import warnings
-import weakref
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import dask.system
 import dask.utils
 
-from daskgpu import backends, devices, failures, security
+from daskgpu import backends, devices, security
 from daskgpu import config as daskgpu_config
+from daskgpu.backends import Backend
 from daskgpu.devices import Device, Inventory
 from daskgpu.errors import ClusterError
 
-log = logging.getLogger("daskgpu")
 LOOPBACK = "127.0.0.1"
 
 
@@ -58,6 +54,20 @@ class ClusterPlan:
     options: dict = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
 
+    @property
+    def backend(self) -> Backend | None:
+        """The backend the started cluster will compute on; None for an existing scheduler.
+
+        Known before anything starts: the devices are the ones selected (with their memory, as
+        NVML reports it), and nobody asks the workers again.
+        """
+        threads = (self.n_workers or 0) * (self.threads_per_worker or 0)
+        if self.kind == "gpu":
+            return backends.get("gpu", tuple(self.devices), len(self.devices), threads)
+        if self.kind == "cpu":
+            return backends.get("cpu", (), self.n_workers or 1, threads)
+        return None
+
 
 def describe(p: ClusterPlan) -> str:
     """What starting the plan will do, in a few words (for a progress message)."""
@@ -68,25 +78,6 @@ def describe(p: ClusterPlan) -> str:
         gpus = ", ".join(d.label for d in p.devices)
         return f"Starting {len(p.devices)} GPU worker(s) on GPU {gpus}"
     return f"Starting {p.n_workers} CPU worker(s) x {p.threads_per_worker} thread(s)"
-
-
-@dataclass
-class ClusterInfo:
-    """What daskgpu knows about a client it connected: for reports."""
-
-    kind: str
-    devices: list[Device]
-    start_s: float | None
-    dashboard: str | None
-    notices: list[str]
-
-
-_INFO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def info(client) -> ClusterInfo | None:
-    """The ClusterInfo of a client made by :func:`cluster`, else None."""
-    return _INFO.get(client)
 
 
 def plan(
@@ -194,10 +185,10 @@ def _plan_local(gpus, cpu, workers, threads_per_worker, common, gpu_only, protoc
         gpus = "all"
     chosen = devices.select(gpus, inv)
     backends.get("gpu")  # raises with the install command if the GPU stack is missing
-    if workers is not None and workers != len(chosen):
+    if workers is not None:
         raise ClusterError(
             f"--workers {workers} with {len(chosen)} selected GPU(s): GPU runs use one worker "
-            "per GPU; choose the GPUs with --gpus instead"
+            "per GPU; choose the GPUs with --gpus instead (or --cpu for CPU workers)"
         )
     if protocol not in ("tcp", "ucx", "ucxx"):
         raise ClusterError(f"--protocol {protocol}: choose tcp or ucx")
@@ -304,7 +295,7 @@ def _plan_cpu(workers, threads_per_worker, common, gpu_only, notices) -> Cluster
     given = [k.replace("_", "-") for k, v in gpu_only.items() if v is not None]
     if given:
         raise ClusterError(f"--{', --'.join(given)} only apply to GPU workers")
-    cores = os.cpu_count() or 1
+    cores = dask.system.CPU_COUNT  # respects cgroup and affinity limits
     if workers is None and threads_per_worker is None:
         threads_per_worker = int(daskgpu_config.get("cpu.threads-per-worker"))
         workers = max(1, cores // threads_per_worker)
@@ -316,191 +307,3 @@ def _plan_cpu(workers, threads_per_worker, common, gpu_only, notices) -> Cluster
     return ClusterPlan("cpu", [], workers, threads_per_worker, options, notices)
 
 
-def _local_cuda_cluster_class():
-    from dask_cuda import LocalCUDACluster
-
-    return LocalCUDACluster
-
-
-def _start_local(p: ClusterPlan):
-    from distributed import LocalCluster
-
-    cls = _local_cuda_cluster_class() if p.kind == "gpu" else LocalCluster
-    # Ctrl-C waits for the start to end (then the cluster is closed); the scheduler reads
-    # daskgpu's fault settings as it starts.
-    failures.quiet_interrupted_syncs()
-    with failures.interrupts_deferred(), warnings.catch_warnings(record=True) as caught, \
-            dask.config.set(daskgpu_config.scheduler_settings()):
-        warnings.simplefilter("always")
-        # Workers log only what is critical: a run's failures reach the client, which says
-        # them in one line; a worker cut off from a closing scheduler is no news.
-        cluster = cls(silence_logs=logging.CRITICAL, **p.options)
-    for w in caught:
-        text = str(w.message)
-        if "already in use" in text:
-            p.notices.append(
-                f"Dashboard port {p.options['dashboard_address']} is busy; serving it on "
-                f"port {cluster.scheduler.http_server.port} instead."
-            )
-        else:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return cluster
-
-
-def _connect_external(p: ClusterPlan):
-    from distributed import Client
-
-    timeout = daskgpu_config.get("scheduler.connect-timeout")
-    target = p.options.get("address") or f"the scheduler in {p.options['scheduler_file']}"
-    try:
-        return Client(**p.options, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError, TypeError) as exc:  # TypeError: tls:// without certificates
-        why = security.explain_failure(exc, target, tls="security" in p.options)
-        if why:
-            raise ClusterError(why) from None
-        if isinstance(exc, TypeError):
-            raise
-        raise ClusterError(
-            f"cannot reach {target} within {timeout} ({type(exc).__name__}); is "
-            "`dask scheduler` running there, and is the address right?"
-        ) from None
-    except ValueError as exc:
-        raise ClusterError(f"bad scheduler address {target!r}: {exc}") from None
-
-
-@contextlib.contextmanager
-def start(p: ClusterPlan) -> Iterator:
-    """Start what a plan says and yield a connected ``distributed.Client``; always close it."""
-    from distributed import Client
-
-    began = time.perf_counter()
-    cluster = client = None
-    try:
-        if p.kind == "external":
-            client = _connect_external(p)
-        else:
-            cluster = _start_local(p)
-            client = Client(cluster, set_as_default=False)
-            client.wait_for_workers(p.n_workers)
-        if p.kind == "external":  # nothing was started; its dashboard may be off
-            start_s, dashboard = None, _served_dashboard(client)
-        else:
-            start_s = time.perf_counter() - began
-            dashboard = None
-            if p.options.get("dashboard_address"):
-                dashboard = _where_served(dashboard_link(client), cluster)
-        _INFO[client] = ClusterInfo(p.kind, list(p.devices), start_s, dashboard, p.notices)
-        with client.as_current():
-            yield client
-    finally:
-        with failures.closing():  # a second Ctrl-C waits until the cluster is closed
-            _close(client, cluster)
-
-
-def dashboard_link(client) -> str | None:
-    """The link of the dashboard the client's scheduler really serves, or None."""
-    try:
-        return client.dashboard_link
-    except Exception:  # no dashboard (disabled, or bokeh missing on the scheduler)
-        return None
-
-
-def _where_served(link: str | None, cluster) -> str | None:
-    """The link with the host the dashboard really listens on (``--host`` may differ from it)."""
-    from urllib.parse import urlsplit
-
-    server = getattr(getattr(cluster, "scheduler", None), "http_server", None)
-    bound = getattr(server, "address", None)
-    if not link or not bound or bound in ("0.0.0.0", "::") or ":" in bound:
-        return link  # every interface: distributed's link (the scheduler's host) works
-    parts = urlsplit(link)
-    return parts._replace(netloc=f"{bound}:{parts.port}").geturl()
-
-
-def _served_dashboard(client) -> str | None:
-    """The dashboard link of a scheduler daskgpu did not start, if its status page answers."""
-    import urllib.request
-
-    link = dashboard_link(client)
-    if not link:
-        return None
-    try:
-        with urllib.request.urlopen(link, timeout=2) as response:
-            return link if response.status == 200 else None
-    except OSError:  # refused, 404 (HTTPError), timeout: no dashboard there
-        return None
-
-
-def _close(client, cluster) -> None:
-    # A second Ctrl-C while closing must not leave workers behind: keep closing.
-    for closable in (client, cluster):
-        if closable is None:
-            continue
-        for _attempt in range(3):
-            try:
-                closable.close()
-                break
-            except KeyboardInterrupt:
-                continue
-            except Exception as exc:  # closing must go on for the other object
-                log.debug("error while closing %r: %s", closable, exc)
-                break
-
-
-@contextlib.contextmanager
-def cluster(**options) -> Iterator:
-    """Start (or connect to) a cluster and yield a ``distributed.Client``.
-
-    Parameters
-    ----------
-    gpus : str, optional
-        ``all``, ``0,1``, ``0-3``, ``GPU-<uuid>``, ``MIG-<uuid>``: one worker per GPU.
-        Default: every visible GPU, or CPU workers where there is none.
-    cpu : bool
-        Force CPU workers.
-    workers, threads_per_worker : int, optional
-        Shape of the CPU cluster (``threads_per_worker`` also applies to GPU workers).
-    scheduler_address, scheduler_file : str, optional
-        Use a running ``dask scheduler`` instead of starting a cluster.
-    tls_ca_file, tls_cert, tls_key : str, optional
-        PEM files for a TLS scheduler (``tls://``): the CA that signed its certificate, and this
-        client's certificate and key (the key may be in the certificate file).
-    dashboard_address : str, optional
-        Where the dashboard listens (default ``127.0.0.1:8787``); ``dashboard=False`` for none.
-        Beyond loopback it is reachable from the network: the plan's notices warn.
-    host : str, optional
-        Where the scheduler and workers of a started cluster listen (default ``127.0.0.1``).
-    rmm_pool_size, device_memory_limit, protocol :
-        Passed to ``dask_cuda.LocalCUDACluster``.
-
-    Examples
-    --------
-    >>> import daskgpu
-    >>> with daskgpu.cluster(cpu=True, workers=2) as client:  # doctest: +SKIP
-    ...     result = daskgpu.run("mean-pipeline", client=client, size=2000)
-    """
-    with start(plan(**options)) as client:
-        yield client
-
-
-def record_task_stream(client) -> bool:
-    """Have the scheduler record the task stream from now on.
-
-    Distributed starts recording only when a dashboard page that shows the task stream is
-    first opened; recording from the start lets a page opened after the run (``--keep-open``)
-    show the run's tasks. Returns False where the scheduler refuses (e.g. it runs no code sent
-    by clients).
-    """
-
-    def add_plugin(dask_scheduler=None):
-        from distributed.diagnostics.task_stream import TaskStreamPlugin
-
-        if TaskStreamPlugin.name not in dask_scheduler.plugins:
-            dask_scheduler.add_plugin(TaskStreamPlugin(dask_scheduler))
-
-    try:
-        client.run_on_scheduler(add_plugin)
-    except Exception as exc:  # the run itself does not need it
-        log.debug("cannot record the task stream: %s", exc)
-        return False
-    return True
