@@ -20,15 +20,19 @@ from importlib import metadata
 
 import dask.system
 
-from daskgpu import backends, registry, runner
+from daskgpu import answers, backends, registry, runner
 from daskgpu import session as sessions
 from daskgpu.cluster_plan import plan
-from daskgpu.errors import ParameterError
+from daskgpu.errors import ParameterError, RunFailed
 from daskgpu.registry import Resolved
 
 SIZE_PARAMS = ("size", "values", "rows")  # the parameter --weak scales, first found
 LIBRARIES = ("dask", "distributed", "numpy", "pandas", "numba", "daskgpu", "matplotlib",
              "cupy", "cudf", "dask-cuda")
+
+
+class BaselineDisagrees(RunFailed):
+    """A baseline that answered differently from the run it is compared with (exit code 1)."""
 
 
 @dataclass
@@ -163,8 +167,14 @@ def _cluster_sizes(cluster_options: dict) -> list[dict]:
              "threads_per_worker": threads} for k in range(1, n + 1)]
 
 
-def _baseline(spec, session, resolved: Resolved, times: int) -> float | None:
-    """Median seconds of ``times`` baseline runs: here on CPU, on one worker on GPU."""
+def _baseline(spec, session, resolved: Resolved, times: int, value) -> float | None:
+    """Median seconds of ``times`` baseline runs (here on CPU, on one worker on GPU).
+
+    Raises
+    ------
+    BaselineDisagrees
+        When a baseline's answer is not the run's ``value``: then there is no ratio to report.
+    """
     if spec.baseline is None:
         return None
     runs = []
@@ -174,10 +184,17 @@ def _baseline(spec, session, resolved: Resolved, times: int) -> float | None:
             worker = sorted(backends.scheduler_workers(client))[0]
             future = client.submit(spec.baseline, resolved, workers=[worker], pure=False,
                                    allow_other_workers=False)
-            runs.append(float(future.result()))
+            seconds, answer = future.result()
             future.release()
         else:
-            runs.append(float(spec.baseline(resolved)))
+            seconds, answer = spec.baseline(resolved)
+        wrong = answers.difference(value, answer)
+        if wrong:
+            raise BaselineDisagrees(
+                f"{spec.name}: the baseline's answer differs from the run's ({wrong}); no ratio "
+                "is reported for different work"
+            )
+        runs.append(float(seconds))
     return statistics.median(runs)
 
 
@@ -194,7 +211,8 @@ def _measure(spec, session, resolved: Resolved, repeat: int, warmup: int, baseli
     median = statistics.median(times)
     last = results[-1]
     progress(f"{spec.name}: baseline ({baseline_runs} run(s))")
-    base = _baseline(spec, session, resolved, baseline_runs)  # the same values, seed included
+    # the same values, seed included; its answer must be the run's
+    base = _baseline(spec, session, resolved, baseline_runs, last.value)
     elements, nbytes = last.elements, last.nbytes
     return Measurement(
         devices=devices,

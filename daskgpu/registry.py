@@ -156,8 +156,10 @@ class Pipeline:
     - ``verify(workload, raw) -> Verification``: the answer check.
     - ``settle(backend, values) -> (values, inputs)``, optional: fill what depends on the
       backend (default sizes) and open and check the inputs, once, before any cluster starts.
-    - ``baseline(resolved) -> float``, optional: seconds of the same computation in one process
-      without Dask (NumPy/pandas on CPU, CuPy/cuDF on one GPU worker), on the same data.
+    - ``baseline(resolved) -> (seconds, answer)``, optional: the same computation in one process
+      without Dask (NumPy/pandas on CPU, CuPy/cuDF on one GPU worker), on the same data: its
+      seconds, and its answer in the form of the run's reported value (host objects), which
+      ``bench`` compares with the run's before it reports a ratio.
     - ``mutations``: alterations of the computed result that ``verify`` must catch (a test
       applies each one and requires a failed verification naming what disagreed).
 
@@ -217,7 +219,8 @@ class Pipeline:
         inputs: dict = {}
         if self.settle is not None:
             values, inputs = self.settle(backend, values)
-        if "seed" in values and values["seed"] is None:
+        # Generated data gets a seed (drawn, and reported); data read from an input has none.
+        if "seed" in values and values["seed"] is None and values.get("input") is None:
             values["seed"] = fresh_seed()
         return Resolved(self.name, backend, values, inputs)
 

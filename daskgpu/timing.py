@@ -29,3 +29,10 @@ def time_call(backend, fn: Callable[[], Any]) -> float:
     fn()
     backends.synchronize(backend)
     return time.perf_counter() - began
+
+
+def timed(backend, fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Seconds ``fn()`` takes (device work included, as :func:`time_call`), and its result."""
+    out = []
+    seconds = time_call(backend, lambda: out.append(fn()))
+    return seconds, out[0]

@@ -10,7 +10,6 @@ from conftest import run_cli
 
 import daskgpu
 import pipelines  # noqa: F401  (registers the built-in pipelines)
-from daskgpu import backends
 from daskgpu import bench as benchmarks
 from daskgpu.errors import ParameterError
 
@@ -76,16 +75,35 @@ def test_weak_sweep_of_a_square_array_scales_its_side():
     assert benchmarks._size_param(spec) == "size"
 
 
-def test_every_builtin_pipeline_has_a_baseline():
-    cpu = backends.get("cpu")
-    names = daskgpu.pipeline_names()
-    missing = [n for n in names if n not in TINY]
-    assert not missing, f"add tiny parameters for {missing} to TINY"
-    for name in names:
-        spec = daskgpu.get_pipeline(name)
-        assert spec.baseline is not None, f"{name} declares no baseline"
-        seconds = spec.baseline(spec.resolve(cpu, **TINY[name]))
-        assert isinstance(seconds, float) and seconds > 0, name
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_every_baseline_gives_the_runs_answer_and_bench_compares_it(cpu_client, name):
+    """A baseline's answer is compared with the run's before any ratio; a different one is an
+    error, not a ratio."""
+    assert set(TINY) >= set(daskgpu.pipeline_names()), "add tiny parameters to TINY"
+    spec = daskgpu.get_pipeline(name)
+    assert spec.baseline is not None, f"{name} declares no baseline"
+    result = daskgpu.run(name, cpu_client, **TINY[name])
+    assert result.verified, result.verification
+    resolved = spec.resolve(cpu_client.backend, **result.params)  # the values the run used
+    seconds, answer = spec.baseline(resolved)
+    assert isinstance(seconds, float) and seconds > 0, name
+    assert benchmarks.answers.difference(result.value, answer) is None
+    assert benchmarks._baseline(spec, cpu_client, resolved, 1, result.value) > 0
+    with pytest.raises(benchmarks.BaselineDisagrees, match=name):
+        benchmarks._baseline(spec, cpu_client, resolved, 1, _altered(result.value))
+
+
+def _altered(value):
+    """The value with its first number changed (a count by one, a float by 1 %)."""
+    if isinstance(value, dict):
+        key = next(iter(value))
+        return {**value, key: _altered(value[key])}
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+        items = list(value.tolist() if hasattr(value, "tolist") else value)
+        return [_altered(items[0]), *items[1:]]
+    if isinstance(value, int):
+        return value + 1
+    return value * 1.01 + 1e-3
 
 
 @pytest.mark.parametrize(

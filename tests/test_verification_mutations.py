@@ -1,0 +1,88 @@
+"""Verification that can fail: every built-in pipeline's declared mutations are caught.
+
+Each pipeline is run small on a real CPU cluster; its computed result must verify. Then every
+alteration the pipeline declares (``Pipeline.mutations``: a reversed histogram, a doubled sum, a
+dropped block, ...) is applied to a copy of that result before ``verify``, which must then fail
+with a detail naming what disagreed. A new pipeline cannot skip this: the registry walk below
+requires mutations and a small case for every built-in pipeline.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import dask
+import pytest
+
+from daskgpu import registry, runner
+
+# Small runs of each built-in pipeline (fast on two CPU workers, several blocks/partitions).
+CASES = {
+    "mean-pipeline": {"size": 600, "chunks": 200, "seed": 3},
+    "histogram-pipeline": {"values": 40_000, "chunks": 5_000, "bins": 16, "seed": 4},
+    "stencil-pipeline": {"size": 60, "chunks": 20, "steps": 12},
+    "trips-pipeline": {"rows": 20_000, "partitions": 4, "seed": 5},
+    "join-pipeline": {"rows": 20_000, "partitions": 4, "seed": 6},
+}
+MIN_MUTATIONS = 3
+
+
+def _builtin() -> list[str]:
+    return [n for n in registry.names()
+            if registry.get(n).prepare.__module__.startswith("pipelines.")]
+
+
+def test_every_builtin_pipeline_declares_mutations_and_a_case():
+    names = _builtin()
+    assert len(names) >= 5
+    assert set(CASES) >= set(names), f"add a small case for {sorted(set(names) - set(CASES))}"
+    for name in names:
+        mutations = registry.get(name).mutations
+        assert len(mutations) >= MIN_MUTATIONS, f"{name} declares {len(mutations)} mutations"
+        assert len({m.name for m in mutations}) == len(mutations), name
+
+
+def computed(session, name: str, params: dict):
+    """Build and compute a pipeline as the runner does; the workload and its raw result."""
+    spec = registry.get(name)
+    resolved = spec.resolve(session.backend, **params)
+    with dask.config.set(scheduler=session.client):
+        workload = spec.workload(session.backend, resolved)
+    raw = runner._compute(session.client, workload.collection, session.backend, None)
+    return spec, workload, raw
+
+
+def verify(session, spec, workload, raw):
+    with dask.config.set(scheduler=session.client):
+        return spec.verify(workload, raw)
+
+
+@pytest.fixture(scope="module")
+def results(cpu_client):
+    return {name: computed(cpu_client, name, params) for name, params in CASES.items()}
+
+
+def _cases():
+    return [(name, m) for name in sorted(CASES) if name in registry.names()
+            for m in registry.get(name).mutations]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_unaltered_result_verifies(cpu_client, results, name):
+    spec, workload, raw = results[name]
+    check = verify(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+
+
+@pytest.mark.parametrize(("name", "mutation"), _cases(),
+                         ids=[f"{n}: {m.name}" for n, m in _cases()])
+def test_an_altered_result_fails_and_says_what_disagreed(cpu_client, results, name, mutation):
+    spec, workload, raw = results[name]
+    before = copy.deepcopy(raw)
+    altered = mutation.alter(copy.deepcopy(raw))
+    check = verify(cpu_client, spec, workload, altered)
+    assert not check.ok, f"{name}: {mutation.name} still verifies: {check.detail}"
+    assert mutation.names in check.detail, (mutation.names, check.detail)
+    assert "\n" not in check.detail
+    # the original still verifies: the mutation altered a copy, and verify kept no state
+    assert verify(cpu_client, spec, workload, before).ok
