@@ -198,7 +198,8 @@ def haversine_km(lat1, lon1, lat2, lon2):
     """
     arrays, n = _checked((lat1, lon1, lat2, lon2))
     if launch.on_host(arrays[0]):
-        return _host(arrays, n)
+        with launch.worker_threads():
+            return _host(arrays, n)
     return _device(arrays, n)
 
 

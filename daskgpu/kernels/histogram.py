@@ -278,6 +278,7 @@ def histogram(x, lo: float, hi: float, bins: int):
     """
     if launch.on_host(x):
         bins = _check_args(x.dtype, lo, hi, bins)
-        return _host(x, lo, hi, bins)
+        with launch.worker_threads():
+            return _host(x, lo, hi, bins)
     bins = _check_args(np.dtype(x.dtype), lo, hi, bins)
     return _device(x, lo, hi, bins)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -15,6 +17,38 @@ _FALLBACK_SM_COUNT = 16
 def on_host(x) -> bool:
     """True for a NumPy array (run the CPU twin), False for a device array (run the kernel)."""
     return isinstance(x, np.ndarray)
+
+
+@contextlib.contextmanager
+def worker_threads() -> Iterator[None]:
+    """Around a CPU twin: its parallel loops use the Dask worker's own thread count.
+
+    Numba's pool otherwise spans every core in each worker, so the default layout (one
+    single-threaded worker per core) would run cores x cores threads. Numba's thread count is
+    per calling thread, so it is set here, in the task's thread, and restored after. Outside a
+    worker nothing changes.
+    """
+    threads = _worker_thread_count()
+    if threads is None:
+        yield
+        return
+    import numba
+
+    previous = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
+
+
+def _worker_thread_count() -> int | None:
+    try:
+        from distributed import get_worker
+
+        return int(get_worker().state.nthreads)
+    except (ImportError, ValueError, AttributeError):  # not in a worker
+        return None
 
 
 def grid_1d(n: int, threads: int = THREADS_PER_BLOCK) -> tuple[int, int]:

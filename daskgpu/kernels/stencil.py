@@ -197,7 +197,8 @@ def heat_steps(
         raise ValueError(f"steps must be >= 0, got {steps}")
     r0, r1, c0, c1 = _clip_window(window, shape)
     if launch.on_host(u):
-        return _heat_steps_host(u, a, four, steps, r0, r1, c0, c1)
+        with launch.worker_threads():
+            return _heat_steps_host(u, a, four, steps, r0, r1, c0, c1)
     return _heat_steps_device(u, a, four, steps, r0, r1, c0, c1)
 
 
