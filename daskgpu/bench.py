@@ -29,6 +29,8 @@ from daskgpu.registry import Resolved
 SIZE_PARAMS = ("size", "values", "rows")  # the parameter --weak scales, first found
 LIBRARIES = ("dask", "distributed", "numpy", "pandas", "numba", "daskgpu", "matplotlib",
              "cupy", "cudf", "dask-cuda")
+DISTRIBUTIONS = {"cupy": ("cupy", "cupy-cuda13x", "cupy-cuda12x"),
+                 "cudf": ("cudf", "cudf-cu13", "cudf-cu12")}
 
 
 class BaselineDisagrees(RunFailed):
@@ -95,28 +97,24 @@ def _finite(value):
 
 
 def versions() -> dict:
-    """Installed versions of the libraries a measurement depends on (None where absent)."""
-    out = {}
-    for name in LIBRARIES:
-        try:
-            out[name] = metadata.version(name if name != "cupy" else _cupy_distribution())
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    if out["daskgpu"] is None:
-        import daskgpu
+    """Installed versions of the libraries a measurement depends on (None where absent).
 
-        out["daskgpu"] = daskgpu.__version__
+    A GPU library counts under any of its CUDA-specific distributions (``cupy-cuda13x``, ...).
+    """
+    import daskgpu
+
+    out = {name: _first_installed(DISTRIBUTIONS.get(name, (name,))) for name in LIBRARIES}
+    out["daskgpu"] = out["daskgpu"] or daskgpu.__version__
     return out
 
 
-def _cupy_distribution() -> str:
-    for name in ("cupy", "cupy-cuda12x", "cupy-cuda11x"):
+def _first_installed(distributions: tuple[str, ...]) -> str | None:
+    for name in distributions:
         try:
-            metadata.version(name)
-            return name
+            return metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-    return "cupy"
+    return None
 
 
 def hardware(gpus: list[str]) -> dict:

@@ -27,6 +27,10 @@ from daskgpu import backends
 from daskgpu.backends import Backend
 from daskgpu.errors import ParameterError, UnknownPipeline, python_names
 from daskgpu.params import Param
+from daskgpu.workload import Mutation, Verification, Workload
+
+__all__ = ["Mutation", "Pipeline", "Resolved", "Verification", "Workload", "get", "names",
+           "pipeline"]
 
 ENTRY_POINT_GROUP = "daskgpu.pipelines"
 BUILTIN_PACKAGE = "pipelines"
@@ -74,73 +78,6 @@ class Resolved:
         return dict(self.values)
 
 
-@dataclass
-class Workload:
-    """A built, not yet computed, pipeline run.
-
-    Attributes
-    ----------
-    collection : dask collection, or dict of them
-        The lazy graph; computing it gives the pipeline's value. A dict's collections are
-        computed together, so parts they share are computed once.
-    elements : int
-        Elements the computation reads or generates (for elements/s).
-    nbytes : int
-        Bytes the computation reads or generates (for GB/s).
-    description : dict
-        What a report shows about the data (shape, chunks, dtype, source).
-    context : dict
-        What the pipeline's ``verify`` needs.
-    outputs : list of (str, str)
-        ``(temporary, final)`` paths the computation writes: renamed into place when it
-        succeeds, removed when it fails (see :mod:`daskgpu.output`).
-    present : callable, optional
-        ``present(workload, raw) -> value``: the reported value, from the computed result
-        (which may carry extra material for ``verify``). Default: the result itself.
-    save : callable, optional
-        ``save(workload, value)``: write a small result after computing (``--output``).
-    resolved : Resolved, optional
-        The parameters it was built from (set by :meth:`Pipeline.workload`).
-    """
-
-    collection: Any
-    elements: int
-    nbytes: int
-    description: dict = field(default_factory=dict)
-    context: dict = field(default_factory=dict)
-    outputs: list[tuple[str, str]] = field(default_factory=list)
-    present: Callable[[Workload, Any], Any] | None = None
-    save: Callable[[Workload, Any], None] | None = None
-    resolved: Resolved | None = None
-
-
-@dataclass(frozen=True)
-class Verification:
-    """Whether a result checked out, and what was checked."""
-
-    ok: bool
-    detail: str
-
-
-@dataclass(frozen=True)
-class Mutation:
-    """A way to alter a pipeline's computed result that its verification must catch.
-
-    Attributes
-    ----------
-    name : str
-        What the alteration is ("bins reversed", "l2_norm set to 0").
-    alter : callable
-        ``alter(raw) -> raw``: a changed copy of the computed result (never the original).
-    names : str
-        A word the failed verification's detail must contain: what disagreed.
-    """
-
-    name: str
-    alter: Callable[[Any], Any]
-    names: str
-
-
 def fresh_seed() -> int:
     """A new random seed from the operating system's entropy (reported, so a run can repeat)."""
     return int(np.random.SeedSequence().generate_state(1)[0])
@@ -174,7 +111,7 @@ class Pipeline:
     prepare: Callable[[Resolved], Workload]
     verify: Callable[[Workload, Any], Verification]
     settle: Callable[[Backend, dict], tuple[dict, dict]] | None = None
-    baseline: Callable[[Resolved], float] | None = None
+    baseline: Callable[[Resolved], tuple[float, Any]] | None = None
     mutations: tuple[Mutation, ...] = ()
 
     @property
@@ -281,7 +218,7 @@ def pipeline(
     verify: Callable[[Workload, Any], Verification],
     *,
     settle: Callable[[Backend, dict], tuple[dict, dict]] | None = None,
-    baseline: Callable[[Resolved], float] | None = None,
+    baseline: Callable[[Resolved], tuple[float, Any]] | None = None,
     mutations: tuple[Mutation, ...] | list[Mutation] = (),
 ) -> Callable[[Callable[[Resolved], Workload]], Pipeline]:
     """Register the decorated ``prepare(resolved) -> Workload`` as a pipeline.

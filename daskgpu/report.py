@@ -100,7 +100,8 @@ def table(result: RunResult) -> Table:
     bps = result.throughput.get("bytes_per_s")
     eps = result.throughput.get("elements_per_s")
     if bps:
-        t.add_row("throughput", f"{bps / 1e9:.2f} GB/s, {eps:.3g} elements/s")
+        kind = result.throughput.get("bytes", "read")
+        t.add_row("throughput", f"{eps:.3g} elements/s, {bps / 1e9:.2f} GB/s {kind}")
     t.add_row("dashboard", result.dashboard or "off")
     return t
 

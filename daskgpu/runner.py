@@ -209,6 +209,7 @@ def execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool
         throughput={
             "bytes_per_s": workload.nbytes / compute_s if compute_s > 0 else None,
             "elements_per_s": workload.elements / compute_s if compute_s > 0 else None,
+            "bytes": workload.bytes_are,
         },
         dashboard=session.dashboard,
         elements=workload.elements,

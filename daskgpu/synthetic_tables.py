@@ -122,7 +122,6 @@ def _empty(**dtypes) -> pd.DataFrame:
 
 LEFT_META = _empty(key="int64", x="float64")
 RIGHT_META = _empty(key="int64", y="float64")
-JOINED_META = _empty(key="int64", x="float64", y="float64")
 
 
 def tables(backend, rows: int, match: float, partitions: int, seed: int):

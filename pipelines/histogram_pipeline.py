@@ -1,4 +1,7 @@
-"""histogram-pipeline: numpy.histogram of a large array, with a custom kernel per chunk."""
+"""histogram-pipeline: numpy.histogram of a large array, with a custom kernel per chunk.
+
+Its independent verification and mutations live in :mod:`pipelines.histogram_check`.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import importlib
 import math
 
 import dask
+import dask.array as da
 import numpy as np
 
 from daskgpu import array_input, chunking, reductions, synthetic
@@ -24,15 +28,18 @@ from daskgpu.params import (
     positive_int,
     value_range,
 )
-from daskgpu.registry import Resolved, Verification, Workload, pipeline
-from daskgpu.timing import time_call
+from daskgpu.registry import Resolved, Workload, pipeline
+from daskgpu.timing import timed
+from pipelines.histogram_check import MUTATIONS, verify
 
 CPU_DEFAULT_VALUES = 100_000_000
-# The exact comparison with numpy.histogram runs on this many leading values (all, if fewer).
-SAMPLE_SIZE = 1_000_000
 MAX_BINS = 10_000_000
 # The histogram kernel reads these element types; other inputs are refused up front.
 INPUT_DTYPES = ("float32", "float64")
+# Options that only shape generated data: an --input refuses them (unless left at the default).
+GENERATED_ONLY = ("values", "dtype", "seed", "distribution")
+# Blocks whose kernel histograms the run returns, to be compared bin by bin with numpy's.
+SAMPLED_BLOCKS = 3
 
 
 def default_values(backend, itemsize: int) -> int:
@@ -75,11 +82,6 @@ def _block_histogram(block, lo, hi, bins):
     return histogram(block, lo, hi, bins)
 
 
-def _block_in_range(block, lo, hi):
-    # Counted without the kernel: an independent check of the counts' total.
-    return [int(((block >= lo) & (block <= hi)).sum())]
-
-
 def _block_finite_extent(block):
     finite = block[np.isfinite(block)]
     if finite.size == 0:
@@ -87,12 +89,24 @@ def _block_finite_extent(block):
     return [float(finite.min()), float(finite.max())]
 
 
+def _refuse_generated_options(values: dict) -> None:
+    given = [p.option for p in PARAMS
+             if p.name in GENERATED_ONLY and values[p.name] != p.default]
+    if given:
+        them = "them" if len(given) > 1 else "it"
+        raise ParameterError(f"{', '.join(given)}: apply to generated data, not to an --input; "
+                             f"drop {them}")
+
+
 def settle(backend, values: dict) -> tuple[dict, dict]:
     """Open and check the input, or size the random data for the backend; check the blocks."""
     values = dict(values)
     if values["input"] is not None:
+        _refuse_generated_options(values)
         source = array_input.open_array(values["input"], dtypes=INPUT_DTYPES)
         chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input")
+        # Not used for an input (its own dtype is reported with the data).
+        values["dtype"] = values["distribution"] = None
         return values, {"input": source}
     itemsize = np.dtype(values["dtype"]).itemsize
     if values["values"] is None:
@@ -122,40 +136,30 @@ def _finite_range(data) -> tuple[float, float]:
     lo, hi = float(lo), float(hi)
     if not math.isfinite(lo):
         raise ParameterError("the data holds no finite value to take a range from; give --range")
-    if lo == hi:  # numpy.histogram's rule for a single value
-        lo, hi = lo - 0.5, hi + 0.5
-    return lo, hi
+    return _widened(lo, hi)
 
 
-def _sample(data):
-    rows = max(1, SAMPLE_SIZE // max(1, math.prod(data.shape[1:])))
-    return data[:rows].rechunk(-1)
+def _widened(lo: float, hi: float) -> tuple[float, float]:
+    return (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)  # numpy.histogram's rule
 
 
-def verify(workload: Workload, raw: dict) -> Verification:
-    """Counts add up to the in-range values; on a sample they equal numpy.histogram's."""
-    ctx = workload.context
-    bins, lo, hi = ctx["bins"], ctx["lo"], ctx["hi"]
-    counts = raw["counts"]
-    total, in_range = int(counts[:bins].sum()), int(raw["in_range"])
-    sample = np.asarray(raw["sample"]).ravel()
-    expected, _ = np.histogram(sample, bins=bins, range=(lo, hi))
-    sample_nan = int(np.isnan(sample).sum())
-    same = np.array_equal(expected, raw["sample_counts"][:bins])
-    same_nan = sample_nan == int(raw["sample_counts"][bins])
-    ok = bool(total == in_range and same and same_nan)
-    return Verification(
-        ok,
-        f"counts sum to {total} of {in_range} in-range values; on {sample.size} values the "
-        f"counts {'equal' if same and same_nan else 'DIFFER from'} numpy.histogram's",
-    )
+def _edges(dtype, lo: float, hi: float, bins: int) -> np.ndarray:
+    """The edges numpy.histogram bins data of ``dtype`` with (float32 data: float32 edges)."""
+    return np.histogram_bin_edges(np.empty(0, dtype), bins, range=(lo, hi)).astype(np.float64)
 
 
-def baseline(resolved: Resolved) -> float:
-    """Seconds of ``numpy.histogram`` (``cupy.histogram`` on a GPU worker) of the same values.
+def _sampled_blocks(numblocks: tuple[int, ...], seed: int) -> list[tuple[int, ...]]:
+    total = math.prod(numblocks)
+    rng = np.random.default_rng(seed)
+    chosen = np.sort(rng.choice(total, size=min(SAMPLED_BLOCKS, total), replace=False))
+    return [tuple(int(i) for i in np.unravel_index(flat, numblocks)) for flat in chosen]
+
+
+def baseline(resolved: Resolved) -> tuple[float, dict]:
+    """Seconds of ``numpy.histogram`` (``cupy.histogram`` on a GPU worker), and its answer.
 
     The values are generated (or read) here first, untimed, as are the default range's min and
-    max, which the pipeline also finds before its timed compute.
+    max, which the pipeline also finds before its timed compute, and the NaN count.
     """
     backend, bins, range = resolved.backend, resolved["bins"], resolved["range"]
     data, _ = _data(resolved)
@@ -167,10 +171,13 @@ def baseline(resolved: Resolved) -> float:
         finite = values[xp.isfinite(values)]
         if finite.size == 0:
             raise ParameterError("the data holds no finite value to take a range from")
-        lo, hi = float(finite.min()), float(finite.max())
-        if lo == hi:
-            lo, hi = lo - 0.5, hi + 0.5
-    return time_call(backend, lambda: xp.histogram(values, bins=bins, range=(lo, hi)))
+        lo, hi = _widened(float(finite.min()), float(finite.max()))
+    seconds, (counts, edges) = timed(backend,
+                                     lambda: xp.histogram(values, bins=bins, range=(lo, hi)))
+    counts = np.asarray(to_host(counts), dtype=np.int64)
+    answer = {"counts": counts, "edges": np.asarray(to_host(edges), dtype=np.float64),
+              "nan": int(xp.isnan(values).sum()), "in_range": int(counts.sum())}
+    return seconds, answer
 
 
 @pipeline(
@@ -180,27 +187,30 @@ def baseline(resolved: Resolved) -> float:
     verify,
     settle=settle,
     baseline=baseline,
+    mutations=MUTATIONS,
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy histogram; the default range is found by a first pass over the data."""
     bins, range, output = resolved["bins"], resolved["range"], resolved["output"]
     data, described = _data(resolved)
     lo, hi = range if range is not None else _finite_range(data)
-    kwargs = {"lo": lo, "hi": hi, "bins": bins}
-    per_block = reductions.per_block(data, _block_histogram, bins + 1, "int64", **kwargs)
-    in_range = reductions.per_block(data, _block_in_range, 1, "int64", lo=lo, hi=hi)
-    sample = _sample(data)
-    sample_counts = reductions.per_block(sample, _block_histogram, bins + 1, "int64", **kwargs)
-    collection = dict(
-        counts=per_block.sum(axis=reductions.grid_axes(per_block)),
-        in_range=in_range.sum(),
-        sample=sample.map_blocks(to_host),
-        sample_counts=sample_counts.sum(axis=reductions.grid_axes(sample_counts)),
-    )
-    edges = np.linspace(lo, hi, bins + 1)
+    per_block = reductions.per_block(data, _block_histogram, bins + 1, "int64",
+                                     lo=lo, hi=hi, bins=bins)
+    # Input data has no seed: its sampled blocks follow from its size.
+    seed = resolved["seed"] if resolved["seed"] is not None else math.prod(data.shape)
+    sampled = _sampled_blocks(data.numblocks, seed)
+    counts = per_block.sum(axis=reductions.grid_axes(per_block))
+    # Row 0: the counts; then the sampled blocks' own counts, already computed for the sum:
+    # returning them adds a few small transfers, no work (measured: one kernel call a block).
+    collection = {"histograms": da.concatenate(
+        [counts[None, :], *(per_block[loc][None, :] for loc in sampled)])}
     elements = math.prod(data.shape)
+    context = {"bins": bins, "lo": lo, "hi": hi, "edges": _edges(data.dtype, lo, hi, bins),
+               "output": output, "data": data, "dtype": data.dtype, "sampled": sampled,
+               "range_given": range, "distribution": resolved["distribution"]}
     return Workload(
         collection=collection,
+        bytes_are="generated" if resolved["input"] is None else "read",
         elements=elements,
         nbytes=elements * data.dtype.itemsize,
         description={
@@ -212,7 +222,7 @@ def prepare(resolved: Resolved) -> Workload:
             "bins": bins,
             "range": [lo, hi],
         },
-        context={"bins": bins, "lo": lo, "hi": hi, "edges": edges, "output": output},
+        context=context,
         present=_present,
         save=_save if output is not None else None,
     )
@@ -220,7 +230,7 @@ def prepare(resolved: Resolved) -> Workload:
 
 def _present(workload: Workload, raw: dict) -> dict:
     bins = workload.context["bins"]
-    counts = raw["counts"]
+    counts = raw["histograms"][0]
     return {"counts": counts[:bins], "edges": workload.context["edges"],
             "nan": int(counts[bins]), "in_range": int(counts[:bins].sum())}
 

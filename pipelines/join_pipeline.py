@@ -6,6 +6,10 @@ keys. Both are generated on the workers, partition by partition, from a seed; ne
 built in the client. Exactly ``round(match * rows)`` left rows find a partner, so the joined
 row count is known in advance and checked exactly.
 
+Verification needs no join: right keys are ``0..R-1`` once each, so a dense ``y[key]`` array
+built from the right table joins every left row by lookup (see :mod:`pipelines.join_check`,
+which shares no code with this module).
+
 The tables come from :mod:`daskgpu.synthetic_tables` (how they are made is said there).
 """
 
@@ -19,9 +23,12 @@ import pandas as pd
 from daskgpu import backends
 from daskgpu.errors import ParameterError
 from daskgpu.params import Param, bounded_float, choice, non_negative_int, positive_int
-from daskgpu.registry import Resolved, Verification, Workload, pipeline
-from daskgpu.synthetic_tables import JOINED_META, LEFT_META, RIGHT_META, pandas_tables, tables
-from daskgpu.timing import time_call
+from daskgpu.registry import Resolved, Workload, pipeline
+from daskgpu.synthetic_tables import pandas_tables, tables
+from daskgpu.timing import timed
+from pipelines.join_check import MUTATIONS, verify
+from pipelines.join_data import GROUPS
+from pipelines.join_data import present as _present
 
 CPU_DEFAULT_ROWS = 10_000_000
 GPU_DEFAULT_ROWS = 100_000_000
@@ -30,8 +37,6 @@ MAX_ROWS = 10**10  # right keys are (a * j + b) mod R in int64: R * a must stay 
 # shuffle piece small; a GPU wants fewer, larger partitions (160 MB of left table each).
 CPU_PARTITION_ROWS = 1_000_000
 GPU_PARTITION_ROWS = 10_000_000
-GROUPS = 16  # the aggregate groups by key % GROUPS
-SAMPLE_ROWS = 100_000  # about this many joined rows are compared with pandas.merge
 BROADCAST = {"auto": None, "true": True, "false": False}
 MAX_PARTITIONS = 100_000  # a shuffle of more would not fit in one graph
 
@@ -71,10 +76,6 @@ def default_partitions(rows: int, backend) -> int:
     return max(1, min(parts, rows))
 
 
-def _keys_below(frame, limit):
-    return backends.to_host(frame[frame["key"] < limit])
-
-
 def _row_count(frame):
     return pd.Series([len(frame)], dtype="int64")
 
@@ -83,11 +84,6 @@ def aggregate(joined):
     """Per group ``key % 16``: joined rows, the sum of ``x * y`` and the mean of ``y``."""
     with_columns = joined.assign(group=joined["key"] % GROUPS, xy=joined["x"] * joined["y"])
     return with_columns.groupby("group").agg({"x": "count", "xy": "sum", "y": "mean"})
-
-
-def sample_limit(right_rows: int, matched: int) -> int:
-    """Keys below this are sampled: about SAMPLE_ROWS joined rows, at most SAMPLE_ROWS keys."""
-    return max(1, min(right_rows, SAMPLE_ROWS, -(-right_rows * SAMPLE_ROWS // max(1, matched))))
 
 
 def _join_algorithm(graph_keys) -> str:
@@ -124,38 +120,25 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     return values, {}
 
 
-def verify(workload: Workload, raw: dict) -> Verification:
-    """The exact joined row count, and on the sampled keys the rows of ``pandas.merge``."""
-    ctx = workload.context
-    expected, limit = ctx["matched"], ctx["sample_limit"]
-    joined = int(raw["joined_rows"])
-    counted = int(raw["aggregate"]["x"].sum())
-    truth = raw["left_sample"].merge(raw["right_sample"], on="key", how="inner")
-    columns = ["key", "x", "y"]
-    truth = truth[columns].sort_values(columns, ignore_index=True)
-    got = raw["joined_sample"][columns].sort_values(columns, ignore_index=True)
-    same = truth.shape == got.shape and bool((truth.to_numpy() == got.to_numpy()).all())
-    ok = joined == expected and counted == expected and same
-    return Verification(
-        bool(ok),
-        f"joined {joined} rows, expected round(match * rows) = {expected}; the aggregate counts "
-        f"{counted}; on keys below {limit} the join's {len(got)} rows "
-        f"{'equal' if same else 'DIFFER from'} pandas.merge's {len(truth)}",
-    )
+def baseline(resolved: Resolved) -> tuple[float, dict]:
+    """One ``merge`` and the aggregate on the same tables, in one process: seconds and answer.
 
-
-def baseline(resolved: Resolved) -> float:
-    """Seconds of one ``merge`` and the aggregate on the same tables, in one process.
-
-    pandas on CPU, cuDF on a GPU worker. The tables are generated here first, untimed (the
-    pipeline's compute also generates them on the workers).
+    The answer has the form of the run's reported value. pandas on CPU, cuDF on a GPU worker.
+    The tables are generated here first, untimed (the pipeline's compute also generates them
+    on the workers).
     """
     backend = resolved.backend
     left, right = pandas_tables(resolved["rows"], resolved["match"], resolved["seed"],
                                 resolved["partitions"])
     left = backends.from_pandas(left, backend.dataframe_library)
     right = backends.from_pandas(right, backend.dataframe_library)
-    return time_call(backend, lambda: aggregate(left.merge(right, on="key", how="inner")))
+
+    def join_and_aggregate():
+        joined = left.merge(right, on="key", how="inner")
+        return {"joined_rows": len(joined), "aggregate": aggregate(joined)}
+
+    seconds, raw = timed(backend, join_and_aggregate)
+    return seconds, _present(None, backends.to_host(raw))
 
 
 @pipeline(
@@ -166,9 +149,10 @@ def baseline(resolved: Resolved) -> float:
     verify,
     settle=settle,
     baseline=baseline,
+    mutations=MUTATIONS,
 )
 def prepare(resolved: Resolved) -> Workload:
-    """Build the lazy join, its aggregate, the exact row count and a sample to check."""
+    """Build the lazy join, its row count and its aggregate."""
     backend = resolved.backend
     backends.require_dataframe_library(backend, "join-pipeline")
     rows, match, seed = resolved["rows"], resolved["match"], resolved["seed"]
@@ -181,19 +165,15 @@ def prepare(resolved: Resolved) -> Workload:
     joined = left.merge(right, on="key", how="inner", shuffle_method=method,
                         broadcast=BROADCAST[broadcast])
     totals = aggregate(joined)
-    limit = sample_limit(sizes["right_rows"], sizes["matched"])
-    parts = {
+    # Only the reported value: verify recomputes its own totals from the tables, on the cluster.
+    collection = {
         "joined_rows": joined.map_partitions(_row_count, meta=pd.Series([], dtype="int64")).sum(),
         "aggregate": totals.map_partitions(backends.to_host, meta=backends.to_host(totals._meta)),
-        "left_sample": left.map_partitions(_keys_below, limit, meta=LEFT_META),
-        "right_sample": right.map_partitions(_keys_below, limit, meta=RIGHT_META),
-        "joined_sample": joined.map_partitions(_keys_below, limit, meta=JOINED_META),
     }
-    # Computed together (the runner takes a dict): the parts share the tables and the join.
-    collection = parts
     right_rows = sizes["right_rows"]
     return Workload(
         collection=collection,
+        bytes_are="generated",
         elements=rows + right_rows,
         nbytes=(rows + right_rows) * 16,
         description={
@@ -207,20 +187,7 @@ def prepare(resolved: Resolved) -> Workload:
             "broadcast": broadcast,
             "seed": seed,
         },
-        context={"matched": sizes["matched"], "sample_limit": limit, "rows": rows},
+        context={"matched": sizes["matched"], "rows": rows, "right_rows": right_rows,
+                 "left": left, "right": right},
         present=_present,
     )
-
-
-def _present(workload: Workload, raw: dict) -> dict:
-    table = raw["aggregate"].reindex(range(GROUPS))
-    counts = table["x"].fillna(0).astype("int64")
-    return {
-        "joined_rows": int(raw["joined_rows"]),
-        "aggregate": {
-            "group": list(range(GROUPS)),
-            "count": counts.tolist(),
-            "sum_xy": table["xy"].fillna(0.0).tolist(),
-            "mean_y": [None if math.isnan(v) else v for v in table["y"].tolist()],
-        },
-    }

@@ -1,24 +1,36 @@
-"""mean-pipeline: the mean of a large array, random or read from a ``.npy``/Zarr input."""
+"""mean-pipeline: the mean of a large array, random or read from a ``.npy``/Zarr input.
+
+The run reduces every block to one float64 sum where the block lives; the small host sums come
+together in one task that divides their total by the element count. Its result is the mean,
+carrying the per-block sums (:class:`BlockMean`), so that ``verify`` (in
+:mod:`pipelines.mean_check`) can check the sums against the block grid, recompute a seeded
+sample of blocks on the workers by another path, and tie the sample to the whole.
+"""
 
 from __future__ import annotations
 
-import importlib
 import math
 
+import dask
+import dask.array as da
 import numpy as np
 
 from daskgpu import array_input, chunking, reductions, synthetic
 from daskgpu import config as daskgpu_config
+from daskgpu.errors import ParameterError
 from daskgpu.params import Param, choice, chunks, non_negative_int, optional_path, positive_int
-from daskgpu.registry import Resolved, Verification, Workload, pipeline
-from daskgpu.timing import time_call
+from daskgpu.registry import Resolved, Workload, pipeline
+from daskgpu.timing import timed
+from pipelines.mean_check import MUTATIONS, redrawn_uniform_sum, verify
+from pipelines.mean_data import BlockMean, block_grid, block_shape
 
 CPU_DEFAULT_SIZE = 10_000
-# A random mean may sit this many standard errors from 0.5 before the run is called wrong;
-# a correct run fails it with probability about 2e-9.
-TOLERANCE_SE = 6.0
-# An input's mean, recomputed in float64, may differ by this much relative to mean(|x|).
-INPUT_RTOL = 1e-9
+
+
+def block_mean(block_sums, elements: int) -> BlockMean:
+    """The mean from the per-block float64 sums (host floats): their total over ``elements``."""
+    sums = np.asarray(block_sums, dtype=np.float64)
+    return BlockMean(float(sums.sum()) / elements, sums)
 
 
 def default_size(backend, itemsize: int) -> int:
@@ -29,33 +41,7 @@ def default_size(backend, itemsize: int) -> int:
     return CPU_DEFAULT_SIZE
 
 
-def verify(workload: Workload, value) -> Verification:
-    """Random data: |mean - 0.5| within 6 standard errors; input data: recomputed with NumPy."""
-    ctx = workload.context
-    value = float(value)
-    source = ctx.get("source")
-    if source is None:
-        n = workload.elements
-        se = 1.0 / math.sqrt(12.0 * n)
-        off = abs(value - 0.5) / se
-        ok = off <= TOLERANCE_SE
-        return Verification(
-            ok,
-            f"uniform [0,1) mean {value:.8f} is {off:.2f} standard errors from 0.5 "
-            f"(limit {TOLERANCE_SE:g}, n={n})",
-        )
-    total, absolute, count = array_input.blockwise_sums(source)
-    expected = total / count
-    if math.isnan(expected) or math.isnan(value):
-        ok = math.isnan(expected) and math.isnan(value)
-        return Verification(ok, f"input holds NaN; independent NumPy mean is {expected}")
-    tolerance = INPUT_RTOL * max(absolute / count, np.finfo(np.float64).tiny)
-    ok = abs(value - expected) <= tolerance
-    return Verification(
-        ok,
-        f"independent NumPy recomputation {expected:.12g} vs {value:.12g} "
-        f"(tolerance {tolerance:.2g})",
-    )
+# --------------------------------------------------------------------------- parameters
 
 
 PARAMS = (
@@ -69,14 +55,24 @@ PARAMS = (
     Param("input", optional_path, None, "Mean of this .npy file or Zarr array instead of "
           "random data.", "PATH"),
 )
+# What only generated data uses: refused, where set, with an --input.
+GENERATED_ONLY = ("size", "seed", "dtype")
 
 
 def settle(backend, values: dict) -> tuple[dict, dict]:
-    """Open and check the input, or size the random array for the backend; check the blocks."""
+    """Open and check the input, or size the random array for the backend; check the blocks.
+
+    Raises
+    ------
+    ParameterError
+        For options of generated data given with an ``--input``.
+    """
     values = dict(values)
     if values["input"] is not None:
+        _refuse_generated_options(values)
         source = array_input.open_array(values["input"])
         chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input")
+        values["dtype"] = None  # the input's own element type is used (reported in data)
         return values, {"input": source}
     itemsize = np.dtype(values["dtype"]).itemsize
     if values["size"] is None:
@@ -85,20 +81,46 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     return values, {}
 
 
-def baseline(resolved: Resolved) -> float:
-    """Seconds of the same mean in one process: ``default_rng().random((n, n)).mean()``.
+def _refuse_generated_options(values: dict) -> None:
+    given = [p.option for p in PARAMS
+             if p.name in GENERATED_ONLY and values[p.name] not in (None, p.default)]
+    if given:
+        verb, pronoun = ("applies", "it") if len(given) == 1 else ("apply", "them")
+        raise ParameterError(f"{', '.join(given)}: {verb} to generated data, not to an "
+                             f"--input; drop {pronoun}")
 
-    The pipeline draws its random values inside the timed compute, so this does too (NumPy, one
-    thread; CuPy on a GPU worker). For an ``input``, the mean of the file read block by block.
+
+# --------------------------------------------------------------------------- baseline
+
+
+def baseline(resolved: Resolved) -> tuple[float, float]:
+    """Seconds and answer of the same mean in one process, on the same data.
+
+    Random data: every block drawn whole from its own seed with ``default_rng`` (NumPy, one
+    thread; CuPy on a GPU worker) and summed, as the pipeline draws it inside the timed
+    compute. An ``input``: the file read block by block with NumPy.
     """
     backend = resolved.backend
     if resolved["input"] is not None:
         source = resolved.inputs["input"]
-        return time_call(backend, lambda: array_input.blockwise_sums(source))
-    xp = importlib.import_module(backend.array_library)
-    n, dtype = resolved["size"], resolved["dtype"]
-    rng = xp.random.default_rng(resolved["seed"])
-    return time_call(backend, lambda: float(rng.random((n, n), dtype=dtype).mean()))
+        seconds, (total, _, count) = timed(backend, lambda: array_input.blockwise_sums(source))
+        return seconds, total / count
+    shape = (resolved["size"],) * 2
+    dtype = np.dtype(resolved["dtype"])
+    block = chunking.resolve_chunks(resolved["chunks"], shape, dtype.itemsize, backend)
+    chunk_sizes = da.core.normalize_chunks(block, shape)
+    grid = block_grid(chunk_sizes)
+
+    def mean() -> float:
+        sums = [redrawn_uniform_sum(resolved["seed"], number, block_shape(chunk_sizes, loc),
+                                    dtype.name, backend.array_library)
+                for number, loc in enumerate(np.ndindex(*grid))]
+        return math.fsum(sums) / math.prod(shape)
+
+    return timed(backend, mean)
+
+
+# --------------------------------------------------------------------------- the pipeline
 
 
 @pipeline(
@@ -108,6 +130,7 @@ def baseline(resolved: Resolved) -> float:
     verify,
     settle=settle,
     baseline=baseline,
+    mutations=MUTATIONS,
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy mean of a random array, or of the input."""
@@ -120,9 +143,9 @@ def prepare(resolved: Resolved) -> Workload:
 
 def _input_workload(backend, path, source, chunks) -> Workload:
     block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
-    mean = reductions.mean(array_input.to_dask(source, block, backend))
+    sums = reductions.block_sums(array_input.to_dask(source, block, backend))
     described = {"source": path, "format": source.kind}
-    return _workload(mean, source.shape, block, source.dtype, described, {"source": source})
+    return _workload(sums, source.shape, block, source.dtype, described, {"source": source})
 
 
 def _random_workload(backend, size, chunks, dtype, seed) -> Workload:
@@ -132,24 +155,30 @@ def _random_workload(backend, size, chunks, dtype, seed) -> Workload:
     block = chunking.resolve_chunks(chunks, shape, dtype.itemsize, backend)
     stream = int(daskgpu_config.get(f"{backend.name}.stream-elements"))
     sums = synthetic.uniform_block_sums(shape, block, dtype, seed, backend, stream)
-    mean = reductions.mean_from_sums(sums, math.prod(shape))
     described = {"source": "random uniform [0,1)", "seed": seed}
-    return _workload(mean, shape, block, dtype, described, {})
+    context = {"source": None, "seed": seed, "dtype": dtype.name,
+               "library": backend.array_library}
+    return _workload(sums, shape, block, dtype, described, context)
 
 
-def _workload(mean, shape, block, dtype, described, context) -> Workload:
+def _workload(sums, shape, block, dtype, described, context) -> Workload:
     elements = math.prod(shape)
-    blocks = math.prod(math.ceil(n / b) for n, b in zip(shape, block, strict=True))
+    # One collection, so the blocks are drawn once: a Delayed of several collections would
+    # optimise (and compute) each of them apart.
+    collection = dask.delayed(block_mean, pure=True)(sums, elements)
     return Workload(
-        collection=mean,
+        collection=collection,
+        bytes_are="generated" if context.get("source") is None else "read",
         elements=elements,
         nbytes=elements * dtype.itemsize,
         description={
             **described,
             "shape": list(shape),
             "chunks": list(block),
-            "blocks": blocks,
+            "blocks": sums.size,
             "dtype": str(dtype),
         },
-        context=context,
+        context={**context, "chunks": da.core.normalize_chunks(block, shape),
+                 "elements": elements},
+        present=lambda workload, raw: float(raw),
     )

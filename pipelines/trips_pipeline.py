@@ -13,23 +13,17 @@ from daskgpu import output as output_files
 from daskgpu.errors import ParameterError
 from daskgpu.kernels.haversine import haversine_km, haversine_numpy
 from daskgpu.params import Param, non_negative_int, optional_path, output_path, positive_int
-from daskgpu.registry import Resolved, Verification, Workload, pipeline
-from daskgpu.timing import time_call
+from daskgpu.registry import Resolved, Workload, pipeline
+from daskgpu.timing import timed
+from pipelines.trips_check import MUTATIONS, verify
+from pipelines.trips_data import COLUMNS, partition_specs, synthetic_partition
 
-COLUMNS = {
-    "pickup_time": "datetime",
-    "pickup_lat": "number",
-    "pickup_lon": "number",
-    "dropoff_lat": "number",
-    "dropoff_lon": "number",
-    "passengers": "integer",
-    "fare": "number",
-}
 CPU_DEFAULT_ROWS = 20_000_000
 GPU_DEFAULT_ROWS = 200_000_000
 ROWS_PER_PARTITION = 2_000_000
 GROUP = ["hour", "passengers"]
-RTOL = 1e-9
+# Options that shape generated trips: refused with an --input, where they would do nothing.
+GENERATED = ("rows", "seed", "partitions")
 # More synthetic rows than this would make more partitions than a graph can hold.
 MAX_ROWS = ROWS_PER_PARTITION * 100_000
 
@@ -53,31 +47,6 @@ PARAMS = (
     Param("output", output_path((".parquet", ".csv")), None, "Write the result table to this "
           ".parquet or .csv file.", "PATH"),
 )
-
-
-def synthetic_partition(spec: tuple[int, int, int], library: str = "pandas"):
-    """``rows`` synthetic trips of partition ``number``, the same for a seed wherever built."""
-    number, rows, seed = spec
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(number,)))
-    start = np.datetime64("2026-01-01T00:00:00", "s")
-    seconds = rng.integers(0, 31 * 24 * 3600, rows)
-    frame = pd.DataFrame(
-        {
-            "pickup_time": start + seconds.astype("timedelta64[s]"),
-            "pickup_lat": rng.uniform(40.55, 40.90, rows),
-            "pickup_lon": rng.uniform(-74.10, -73.75, rows),
-            "dropoff_lat": rng.uniform(40.55, 40.90, rows),
-            "dropoff_lon": rng.uniform(-74.10, -73.75, rows),
-            "passengers": rng.integers(0, 7, rows).astype(np.int64),
-            # a few free or refunded rides, which the ETL drops
-            "fare": np.round(rng.lognormal(2.5, 0.6, rows) - rng.binomial(1, 0.01, rows) * 40, 2),
-        }
-    )
-    # some trips start and end at the same place: zero distance, dropped too
-    same = rng.random(rows) < 0.005
-    frame.loc[same, "dropoff_lat"] = frame.loc[same, "pickup_lat"]
-    frame.loc[same, "dropoff_lon"] = frame.loc[same, "pickup_lon"]
-    return backends.from_pandas(frame, library)
 
 
 def _meta(library: str):
@@ -112,12 +81,6 @@ def finish(table: pd.DataFrame) -> pd.DataFrame:
     return table[GROUP + ["trips", "fare_mean", "distance_mean_km", "fare_per_km"]]
 
 
-def partition_specs(rows: int, seed: int, partitions: int) -> list[tuple[int, int, int]]:
-    """The ``(number, rows, seed)`` of each synthetic partition."""
-    sizes = [rows // partitions + (1 if i < rows % partitions else 0) for i in range(partitions)]
-    return [(i, size, seed) for i, size in enumerate(sizes)]
-
-
 def default_partitions(rows: int, backend) -> int:
     """A multiple of the worker threads, at most ``ROWS_PER_PARTITION`` rows each."""
     slots = max(1, backend.threads)
@@ -126,12 +89,16 @@ def default_partitions(rows: int, backend) -> int:
 
 
 def settle(backend, values: dict) -> tuple[dict, dict]:
-    """Open and check the input once, or choose the synthetic rows and partitions."""
+    """Open and check the input once, or choose the synthetic rows and partitions.
+
+    With an ``input``, the options of generated trips (``GENERATED``) are refused.
+    """
     values = dict(values)
     if values["input"] is not None:
-        if values["partitions"] is not None:
-            raise ParameterError("--partitions is for synthetic trips; an --input is read as "
-                                 "one partition per file")
+        given = [f"--{name}" for name in GENERATED if values[name] is not None]
+        if given:
+            raise ParameterError(f"{', '.join(given)}: apply to generated trips, not to an "
+                                 "--input; drop them")
         return values, {"input": table_input.open_table(values["input"], COLUMNS)}
     if values["rows"] is None:
         values["rows"] = GPU_DEFAULT_ROWS if backend.is_gpu else CPU_DEFAULT_ROWS
@@ -160,30 +127,6 @@ def _frame(resolved: Resolved):
     return frame, {"source": "synthetic", "seed": seed, "rows": rows}
 
 
-def verify(workload: Workload, raw: dict) -> Verification:
-    """Counts add up to the kept rows; one partition recomputed with pandas agrees."""
-    table = finish(raw["table"])
-    total, kept = int(table["trips"].sum()), int(raw["kept"])
-    part = raw["partition"].copy()
-    part["distance_km"] = haversine_numpy(part["pickup_lat"].to_numpy(),
-                                          part["pickup_lon"].to_numpy(),
-                                          part["dropoff_lat"].to_numpy(),
-                                          part["dropoff_lon"].to_numpy())
-    expected = finish(_aggregate(part))
-    got = finish(raw["partition_table"])
-    same = expected.shape == got.shape and bool(
-        (expected[GROUP].to_numpy() == got[GROUP].to_numpy()).all()
-        and np.allclose(expected.drop(columns=GROUP).to_numpy(dtype=float),
-                        got.drop(columns=GROUP).to_numpy(dtype=float), rtol=RTOL, atol=0)
-    )
-    ok = total == kept and kept > 0 and same
-    return Verification(
-        ok,
-        f"trip counts sum to {total} of {kept} kept rows; partition 0 ({len(part)} rows) "
-        f"recomputed with pandas and NumPy's haversine {'agrees' if same else 'DIFFERS'}",
-    )
-
-
 def _read_pandas(source: table_input.TableSource) -> pd.DataFrame:
     if source.kind == "parquet":
         return pd.concat([pd.read_parquet(f, columns=list(COLUMNS)) for f in source.files],
@@ -198,11 +141,12 @@ def _pandas_etl(frame: pd.DataFrame) -> pd.DataFrame:
     return finish(_aggregate(frame.assign(distance_km=distance)))
 
 
-def baseline(resolved: Resolved) -> float:
-    """Seconds of the same ETL in one process on the same trips, concatenated.
+def baseline(resolved: Resolved) -> tuple[float, dict]:
+    """Seconds of the same ETL in one process on the same trips, concatenated, and its answer.
 
     pandas with NumPy's haversine on CPU; cuDF with the CUDA haversine kernel on a GPU worker.
     The trips are generated (the same partitions, for the run's seed) or read first, untimed.
+    The answer has the run's reported form (see ``_answer``).
     """
     backend = resolved.backend
     if resolved["input"] is not None:
@@ -211,9 +155,11 @@ def baseline(resolved: Resolved) -> float:
         specs = partition_specs(resolved["rows"], resolved["seed"], resolved["partitions"])
         frame = pd.concat([synthetic_partition(s) for s in specs], ignore_index=True)
     if not backend.is_gpu:
-        return time_call(backend, lambda: _pandas_etl(frame))
+        seconds, table = timed(backend, lambda: _pandas_etl(frame))
+        return seconds, _answer(len(frame), table)
     on_device = backends.from_pandas(frame, backend.dataframe_library)
-    return time_call(backend, lambda: _aggregate(_with_distance(on_device)))
+    seconds, sums = timed(backend, lambda: _aggregate(_with_distance(on_device)))
+    return seconds, _answer(len(frame), finish(backends.to_host(sums)))
 
 
 @pipeline(
@@ -223,28 +169,20 @@ def baseline(resolved: Resolved) -> float:
     verify,
     settle=settle,
     baseline=baseline,
+    mutations=MUTATIONS,
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy ETL over synthetic or input trips."""
     backends.require_dataframe_library(resolved.backend, "trips-pipeline")
     output = resolved["output"]
     frame, described = _frame(resolved)
-    with_distance = frame.map_partitions(_with_distance)
-    kept = ((with_distance["distance_km"] > 0) & (with_distance["fare"] > 0)).sum()
-    table = with_distance.map_partitions(_aggregate).groupby(GROUP).sum()
-    first = frame.partitions[0]
-    collection = dict(
-        table=table.map_partitions(backends.to_host),
-        kept=kept,
-        partition=first.map_partitions(backends.to_host),
-        partition_table=first.map_partitions(_with_distance).map_partitions(_aggregate)
-        .map_partitions(backends.to_host),
-        rows=frame.shape[0],
-    )
+    table = frame.map_partitions(_with_distance).map_partitions(_aggregate).groupby(GROUP).sum()
+    collection = dict(table=table.map_partitions(backends.to_host), rows=frame.shape[0])
     described["partitions"] = frame.npartitions
     elements = described["rows"]
     return Workload(
         collection=collection,
+        bytes_are="generated" if resolved["input"] is None else "read",
         elements=elements,
         nbytes=elements * 7 * 8,
         description=described,
@@ -254,10 +192,14 @@ def prepare(resolved: Resolved) -> Workload:
     )
 
 
-def _present(workload: Workload, raw: dict) -> dict:
-    table = finish(raw["table"])
-    return {"rows": int(raw["rows"]), "kept": int(raw["kept"]), "groups": len(table),
+def _answer(rows: int, table: pd.DataFrame) -> dict:
+    """The reported value: rows read, trips kept, groups, and the finished table as lists."""
+    return {"rows": int(rows), "kept": int(table["trips"].sum()), "groups": len(table),
             "table": table.to_dict(orient="list")}
+
+
+def _present(workload: Workload, raw: dict) -> dict:
+    return _answer(raw["rows"], finish(raw["table"]))
 
 
 def _save(workload: Workload, value: dict) -> None:

@@ -122,3 +122,25 @@ def stop_cluster_processes(procs) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=15)
+
+
+def compute_as_runner(session, name: str, **params):
+    """Build and compute a pipeline on ``session`` as the runner does: spec, workload, raw."""
+    import dask
+
+    from daskgpu import registry, runner
+
+    spec = registry.get(name)
+    resolved = spec.resolve(session.backend, **params)
+    with dask.config.set(scheduler=session.client):
+        workload = spec.workload(session.backend, resolved)
+    return spec, workload, runner._compute(session.client, workload.collection, session.backend,
+                                           None)
+
+
+def verify_on(session, spec, workload, raw):
+    """A pipeline's verification of ``raw``, computing its checks on ``session``'s cluster."""
+    import dask
+
+    with dask.config.set(scheduler=session.client):
+        return spec.verify(workload, raw)

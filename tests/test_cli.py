@@ -122,7 +122,9 @@ def test_run_prints_table(table_run, json_run):
     assert rows.get("verified", "").startswith("yes"), table_run.stdout
     for row in ("cluster start", "compute", "total"):
         assert re.fullmatch(r"\d+\.\d+ s", rows.get(row, "")), (row, table_run.stdout)
-    assert re.match(r"\d+\.\d+ GB/s", rows.get("throughput", "")), table_run.stdout
+    # random data: the bytes are generated, not read from memory, and the table says so
+    assert re.fullmatch(r"\S+ elements/s, \d+\.\d+ GB/s generated", rows.get("throughput", "")), \
+        table_run.stdout
     assert "Traceback" not in table_run.stdout
 
 
@@ -154,7 +156,8 @@ def test_run_json_document(json_run):
     assert timings["cluster_start_s"] > 0 and timings["compute_s"] > 0
     assert timings["total_s"] >= timings["cluster_start_s"] + timings["compute_s"]
     throughput = doc["throughput"]
-    # bytes and elements read, recovered from the rates: 2000 x 2000 float64.
+    assert throughput["bytes"] == "generated"
+    # bytes and elements generated, recovered from the rates: 2000 x 2000 float64.
     assert math.isclose(throughput["elements_per_s"] * timings["compute_s"], 2000 * 2000,
                         rel_tol=1e-6)
     assert math.isclose(throughput["bytes_per_s"] * timings["compute_s"], 2000 * 2000 * 8,
@@ -359,6 +362,7 @@ NEEDS_NO_GPU_STACK = pytest.mark.skipif(
     reason="cupy and dask_cuda are installed here: no missing GPU stack to report",
 )
 ONE_WORKER = ("--size", "100", "--workers", "1")
+INPUT_ON_ONE_WORKER = ("--workers", "1")  # an input has its own size
 
 BAD_INPUT = [
     # (id, arguments after `run`, environment, fragments the error line must contain, marks)
@@ -384,16 +388,18 @@ BAD_INPUT = [
      ["--chunks", "2 axes"], ()),
     ("dtype-int8", ("mean-pipeline", "--dtype", "int8"), "none",
      ["--dtype", "float64", "float32"], ()),
-    ("input-missing", ("mean-pipeline", *ONE_WORKER, "--input", "/nonexistent.npy"), "none",
-     ["/nonexistent.npy", "no such file"], ()),
-    ("input-plain-dir", ("mean-pipeline", *ONE_WORKER, "--input", "{dir}"), "none",
+    ("input-missing", ("mean-pipeline", *INPUT_ON_ONE_WORKER, "--input", "/nonexistent.npy"),
+     "none", ["/nonexistent.npy", "no such file"], ()),
+    ("input-plain-dir", ("mean-pipeline", *INPUT_ON_ONE_WORKER, "--input", "{dir}"), "none",
      ["{dir}", "not a Zarr"], ()),
-    ("input-truncated", ("mean-pipeline", *ONE_WORKER, "--input", "{truncated}"), "none",
+    ("input-truncated", ("mean-pipeline", *INPUT_ON_ONE_WORKER, "--input", "{truncated}"), "none",
      ["{truncated}", "truncated"], ()),
-    ("input-objects", ("mean-pipeline", *ONE_WORKER, "--input", "{objects}"), "none",
+    ("input-objects", ("mean-pipeline", *INPUT_ON_ONE_WORKER, "--input", "{objects}"), "none",
      ["{objects}", "Python objects"], ()),
-    ("input-text-npy", ("mean-pipeline", *ONE_WORKER, "--input", "{text}"), "none",
+    ("input-text-npy", ("mean-pipeline", *INPUT_ON_ONE_WORKER, "--input", "{text}"), "none",
      ["{text}", "not a valid .npy"], ()),
+    ("input-with-size", ("mean-pipeline", *ONE_WORKER, "--seed", "3", "--input", "{text}"),
+     "none", ["--size, --seed", "--input"], ()),
     ("workers-zero", ("mean-pipeline", "--workers", "0"), "none", ["--workers"], ()),
     ("scheduler-with-gpus",
      ("mean-pipeline", "--scheduler-address", "tcp://127.0.0.1:9", "--gpus", "0"), "none",

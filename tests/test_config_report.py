@@ -63,7 +63,7 @@ def _result(**over):
         params={"size": 10}, data={"shape": [10, 10], "chunks": [5, 10], "dtype": "float64"},
         value=0.5, verified=True, verification="checked", dashboard="http://127.0.0.1:8787/status",
         timings={"cluster_start_s": 1.0, "build_s": 0.1, "compute_s": 0.5, "total_s": 1.6},
-        throughput={"bytes_per_s": 2e9, "elements_per_s": 2.5e8},
+        throughput={"bytes_per_s": 2e9, "elements_per_s": 2.5e8, "bytes": "read"},
     )
     base.update(over)
     return RunResult(**base)
@@ -73,7 +73,7 @@ def test_table_names_devices_shape_and_throughput():
     console = Console(record=True, width=120)
     report.show(_result(), console)
     text = console.export_text()
-    for needle in ("GPU-abc", "Fake GPU", "16.00 GiB", "10 x 10", "5 x 10", "2.00 GB/s",
+    for needle in ("GPU-abc", "Fake GPU", "16.00 GiB", "10 x 10", "5 x 10", "2.00 GB/s read",
                    "0.500 s", "http://127.0.0.1:8787/status", "yes"):
         assert needle in text, needle
     console = Console(record=True, width=120)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
+import math
 
-import dask
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import compute_as_runner, run_cli, verify_on
 
 import daskgpu
 from daskgpu.backends import Backend
 from daskgpu.errors import InputFileError, ParameterError
+from pipelines import histogram_check
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 
@@ -67,22 +69,127 @@ def test_float32_exact_on_bin_edges(cpu_client, tmp_path):
     np.save(path, values)
     result = daskgpu.run("histogram-pipeline", client=cpu_client, input=str(path), bins=10,
                          range=(0, 1))
-    np.testing.assert_array_equal(result.value["counts"],
-                                  np.histogram(values, bins=10, range=(0, 1))[0])
+    counts, edges = np.histogram(values, bins=10, range=(0, 1))
+    np.testing.assert_array_equal(result.value["counts"], counts)
+    assert result.verified, result.verification
+    # the float32 edges numpy bins with, not float64 ones that only look the same
+    assert edges.dtype == np.float32 and result.value["edges"].tolist() == edges.tolist()
 
 
-def test_wrong_counts_fail_verification():
-    spec = daskgpu.get_pipeline("histogram-pipeline")
-    workload = spec.workload(CPU2, values=5000, bins=10, seed=1)
-    raw = dask.compute(workload.collection, scheduler="sync")[0]
-    assert spec.verify(workload, raw).ok
-    planted = dict(raw, counts=raw["counts"].copy())
-    planted["counts"][3] += 1
-    assert not spec.verify(workload, planted).ok
-    planted = dict(raw, sample_counts=raw["sample_counts"].copy())
-    planted["sample_counts"][0] -= 1
-    planted["sample_counts"][1] += 1
-    assert not spec.verify(workload, planted).ok
+def _computed(session, **params):
+    return compute_as_runner(session, "histogram-pipeline", **params)
+
+
+_verify = verify_on
+
+
+def test_an_altered_histogram_of_an_input_fails_verification(cpu_client, tmp_path):
+    values = np.random.default_rng(5).standard_normal((600, 50))
+    values[::97, 3] = np.nan
+    path = tmp_path / "n.npy"
+    np.save(path, values)
+    spec, workload, raw = _computed(cpu_client, input=str(path), bins=12, chunks="3000")
+    check = _verify(cpu_client, spec, workload, raw)
+    assert check.ok and "numpy.histogram" in check.detail, check.detail
+    assert "chi-square" not in check.detail  # no distribution to test an input against
+    for mutation in spec.mutations:
+        altered = _verify(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)))
+        assert not altered.ok and mutation.names in altered.detail, (mutation.name, altered)
+    wrong_nan = dict(raw, histograms=raw["histograms"].copy())
+    wrong_nan["histograms"][0, -1] -= 1
+    assert "NaN: " in _verify(cpu_client, spec, workload, wrong_nan).detail
+
+
+def test_a_wrong_kernel_count_in_a_sampled_block_is_named(cpu_client):
+    spec, workload, raw = _computed(cpu_client, values=20_000, chunks="4000", bins=10, seed=2)
+    planted = dict(raw, histograms=raw["histograms"].copy())
+    planted["histograms"][-1, 4] += 1  # the last sampled block's own counts
+    check = _verify(cpu_client, spec, workload, planted)
+    block = int(np.ravel_multi_index(workload.context["sampled"][-1], (5,)))
+    assert not check.ok
+    assert f"block {block}: bin 4: " in check.detail and "by the kernel" in check.detail
+
+
+def test_a_wrong_default_range_is_caught(cpu_client):
+    spec, workload, raw = _computed(cpu_client, values=20_000, chunks="4000", bins=10, seed=2)
+    workload.context["lo"] -= 0.01  # as if the first pass had found a smaller minimum
+    check = _verify(cpu_client, spec, workload, raw)
+    assert not check.ok and "range: " in check.detail and "finite min and max" in check.detail
+
+
+def test_a_tampered_output_file_is_caught(cpu_client, tmp_path):
+    target = tmp_path / "h.csv"
+    spec, workload, raw = _computed(cpu_client, values=20_000, chunks="4000", bins=6, seed=3,
+                                    output=str(target))
+    workload.save(workload, workload.present(workload, raw))
+    assert _verify(cpu_client, spec, workload, raw).ok
+    lines = target.read_text().splitlines()
+    left, right, count = lines[2].split(",")
+    lines[2] = ",".join([left, right, str(int(count) + 1)])
+    target.write_text("\n".join(lines) + "\n")
+    check = _verify(cpu_client, spec, workload, raw)
+    assert not check.ok and f"--output {target}: bin 1: " in check.detail, check.detail
+
+
+@pytest.mark.parametrize("distribution", ["uniform", "normal"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_chi_square_passes_correct_histograms_and_fails_moved_bins(distribution, dtype):
+    rng = np.random.default_rng(11)
+    draw = rng.random if distribution == "uniform" else rng.standard_normal
+    threshold = math.log(histogram_check.FALSE_ALARM)
+    # an asymmetric range first: there, reversed or shifted bins do not fit the distribution
+    asymmetric = (-0.2, 0.9) if distribution == "uniform" else (-0.5, 2.0)
+    for bins, (lo, hi), open_tails in [(40, asymmetric, False), (7, (-0.3, 0.6), False),
+                                       (100_000, (0, 0), True), (3, (0, 0), True)]:
+        values = draw(200_000, dtype=dtype)
+        if open_tails:  # the data's own min and max
+            lo, hi = float(values.min()), float(values.max())
+        counts, _ = np.histogram(values, bins=bins, range=(lo, hi))
+        edges = np.linspace(lo, hi, bins + 1)
+        statistic, cells, log_bound = histogram_check.chi_square(counts, edges,
+                                                                   distribution, open_tails)
+        assert log_bound > threshold / 2, (bins, statistic, cells)
+        if bins == 40:
+            for moved in (counts[::-1], np.roll(counts, 1)):
+                *_, log_bound = histogram_check.chi_square(moved, edges, distribution, False)
+                assert log_bound < threshold
+
+
+def test_chi_square_skips_too_few_values_and_refuses_impossible_ones():
+    edges = np.linspace(0, 1, 11)
+    assert histogram_check.chi_square(np.full(10, 10), edges, "uniform", False) is None
+    outside = np.linspace(2, 3, 11)  # no uniform [0,1) value can fall here
+    assert histogram_check.chi_square(np.full(10, 5), outside, "uniform", False)[2] == -math.inf
+
+
+@pytest.mark.parametrize(
+    "given, refused",
+    [({"values": 10}, "--values: "), ({"seed": 3}, "--seed: "),
+     ({"dtype": "float32"}, "--dtype: "), ({"distribution": "normal"}, "--distribution: "),
+     ({"values": 10, "seed": 3, "distribution": "normal"},
+      "--values, --seed, --distribution: apply to generated data, not to an --input; drop them")],
+)
+def test_an_input_refuses_options_of_generated_data(tmp_path, given, refused):
+    path = tmp_path / "v.npy"
+    np.save(path, np.arange(10.0))
+    with pytest.raises(ParameterError, match="apply to generated data") as caught:
+        daskgpu.get_pipeline("histogram-pipeline").resolve(input=str(path), **given)
+    assert str(caught.value).startswith(refused) and "\n" not in str(caught.value)
+
+
+def test_an_input_accepts_the_defaults_and_records_what_it_used(tmp_path):
+    path = tmp_path / "v.npy"
+    np.save(path, np.arange(10.0, dtype=np.float32))
+    resolved = daskgpu.get_pipeline("histogram-pipeline").resolve(
+        input=str(path), dtype="float64", distribution="uniform")
+    assert [resolved[n] for n in ("values", "seed", "dtype", "distribution")] == [None] * 4
+
+
+def test_python_api_names_the_refused_options_as_arguments(cpu_client, tmp_path):
+    path = tmp_path / "v.npy"
+    np.save(path, np.arange(10.0))
+    with pytest.raises(ParameterError, match=r"seed=\.\.\.: apply to generated data"):
+        daskgpu.run("histogram-pipeline", client=cpu_client, input=str(path), seed=1)
 
 
 @pytest.mark.parametrize(
@@ -134,7 +241,8 @@ def test_cli_writes_edges_and_counts(tmp_path, suffix):
 @pytest.mark.parametrize(
     "args, message",
     [(["--bins", "0"], "--bins"), (["--range", "1", "0"], "below"),
-     (["--range", "a", "1"], "number"), (["--input", "/nonexistent.npy"], "no such file")],
+     (["--range", "a", "1"], "number"), (["--input", "/nonexistent.npy"], "no such file"),
+     (["--input", "cli.py", "--seed", "1"], "--seed: apply to generated data")],
 )
 def test_cli_bad_input_is_one_line(args, message):
     proc = run_cli("run", "histogram-pipeline", *args, "--no-dashboard")

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 
 import dask
+import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import compute_as_runner, run_cli, verify_on
 
 import daskgpu
 import pipelines.join_pipeline as jp
 from daskgpu.backends import Backend
 from daskgpu.errors import ParameterError
+from pipelines.join_check import lookup_totals
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 ROWS = 200_000
@@ -135,23 +138,79 @@ def test_generated_tables_have_the_promised_shape():
     assert len(left.merge(right, on="key")) == round(match * rows)
 
 
-def test_wrong_answers_fail_verification(cpu_client):
+def computed(session, **params):
+    return compute_as_runner(session, "join-pipeline", **params)
+
+
+check = verify_on
+
+
+def altered(raw, group, column, change):
+    table = raw["aggregate"].copy()
+    table.loc[group, column] = change(table.loc[group, column])
+    return dict(raw, aggregate=table)
+
+
+def test_timed_compute_holds_only_the_reported_value():
     spec = daskgpu.get_pipeline("join-pipeline")
     workload = spec.workload(CPU2, rows=ROWS, partitions=5, seed=4)
-    raw = dict(zip(workload.collection,
-                   cpu_client.gather(cpu_client.compute(list(workload.collection.values()))),
-                   strict=True))
-    assert spec.verify(workload, raw).ok
-    assert not spec.verify(workload, dict(raw, joined_rows=raw["joined_rows"] + 1)).ok
-    aggregate = raw["aggregate"].copy()
-    aggregate.iloc[0, aggregate.columns.get_loc("x")] -= 1
-    assert not spec.verify(workload, dict(raw, aggregate=aggregate)).ok
-    sample = raw["joined_sample"]
-    assert not spec.verify(workload, dict(raw, joined_sample=sample.iloc[1:])).ok
-    changed = sample.copy()
-    changed.iloc[0, changed.columns.get_loc("y")] += 1.0
-    check = spec.verify(workload, dict(raw, joined_sample=changed))
-    assert not check.ok and "DIFFER" in check.detail
+    assert set(workload.collection) == {"joined_rows", "aggregate"}
+
+
+def test_verification_catches_small_changes_of_any_aggregate(cpu_client):
+    spec, workload, raw = computed(cpu_client, rows=ROWS, partitions=5, seed=4)
+    found = check(cpu_client, spec, workload, raw)
+    assert found.ok and f"all {ROWS} left rows" in found.detail, found.detail
+    for column, word in (("xy", "sum_xy"), ("y", "mean_y")):
+        result = check(cpu_client, spec, workload,
+                       altered(raw, 5, column, lambda v: v * (1 + 1e-9)))
+        assert not result.ok and f"group 5: {word}" in result.detail, result.detail
+        assert "\n" not in result.detail
+    result = check(cpu_client, spec, workload, altered(raw, 7, "x", lambda v: v - 1))
+    assert not result.ok and "group 7: count" in result.detail, result.detail
+    result = check(cpu_client, spec, workload, altered(raw, 2, "y", lambda v: float("nan")))
+    assert not result.ok and "group 2: mean_y none (no rows) vs lookup" in result.detail
+    missing = dict(raw, aggregate=raw["aggregate"].drop(index=3))
+    result = check(cpu_client, spec, workload, missing)
+    assert not result.ok and "group 3: count 0 vs lookup" in result.detail, result.detail
+
+
+def test_verification_of_a_join_without_partners(cpu_client):
+    spec, workload, raw = computed(cpu_client, rows=50_000, match=0.0, partitions=3, seed=2)
+    assert check(cpu_client, spec, workload, raw).ok
+    invented = dict(raw, aggregate=pd.DataFrame({"x": [1], "xy": [0.5], "y": [0.5]}, index=[4]))
+    result = check(cpu_client, spec, workload, invented)
+    assert not result.ok
+    assert "group 4: count 1 vs lookup 0, sum_xy 0.5 vs lookup 0, mean_y 0.5 vs lookup none" \
+        in result.detail
+
+
+def test_verification_refuses_a_right_table_whose_keys_repeat(cpu_client):
+    spec, workload, raw = computed(cpu_client, rows=ROWS, partitions=5, seed=4)
+    right = workload.context["right"].compute(scheduler=cpu_client.client).reset_index(drop=True)
+    right.loc[1, "key"] = right.loc[0, "key"]
+    broken = dict(workload.context, right=dd.from_pandas(right, npartitions=3))
+    result = check(cpu_client, spec, replace(workload, context=broken), raw)
+    assert not result.ok
+    assert f"right keys: {ROWS // 10} rows hold {ROWS // 10 - 1} of the keys" in result.detail
+    assert "(1 repeated); the lookup needs each once" in result.detail
+
+
+def test_lookup_totals_equal_pandas_merge_and_groupby(cpu_client):
+    left, right = pandas_tables(30_000, 0.6, 12)
+    found = lookup_totals(dd.from_pandas(left, npartitions=4),
+                          dd.from_pandas(right, npartitions=2), len(right))
+    found = found.compute(scheduler=cpu_client.client)
+    joined = left.merge(right, on="key")
+    groups = joined["key"] % jp.GROUPS
+    assert found["right_keys"] == {"rows": len(right), "distinct": len(right), "repeated": 0}
+    totals = found["totals"]
+    assert totals["left_rows"] == len(left)
+    expected = joined.groupby(groups)
+    np.testing.assert_array_equal(totals["count"], expected.size().reindex(range(16), fill_value=0))
+    np.testing.assert_allclose(totals["sum_xy"],
+                               (joined["x"] * joined["y"]).groupby(groups).sum(), rtol=1e-12)
+    np.testing.assert_allclose(totals["sum_y"], expected["y"].sum(), rtol=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import dask
 import numpy as np
 import pytest
+from conftest import compute_as_runner, verify_on
 
 import daskgpu
-from daskgpu import array_input, reductions, synthetic
+from daskgpu import answers, array_input, reductions, synthetic
 from daskgpu.backends import Backend
 from daskgpu.errors import InputFileError, ParameterError
+from pipelines import mean_check, mean_pipeline
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 
@@ -103,15 +106,151 @@ def test_zarr_input_mean_matches_numpy(cpu_client, tmp_path):
     assert result.data["format"] == "zarr"
 
 
-def test_planted_wrong_answer_fails_verification(cpu_client, npy_file):
+def computed(session, **params):
+    """mean-pipeline built and computed as the runner does: its workload and raw result."""
+    _spec, workload, raw = compute_as_runner(session, "mean-pipeline", **params)
+    return workload, raw
+
+
+def verify(session, workload, raw):
+    return verify_on(session, daskgpu.get_pipeline("mean-pipeline"), workload, raw)
+
+
+def test_a_constant_half_fails_verification(cpu_client):
+    workload, raw = computed(cpu_client, size=1000, chunks=250, seed=1)
+    assert verify(cpu_client, workload, raw).ok
+    constant = mean_pipeline.BlockMean(0.5, raw.block_sums)
+    check = verify(cpu_client, workload, constant)
+    assert not check.ok and "mean 0.5 " in check.detail, check.detail
+    assert not verify(cpu_client, workload, 0.5).ok  # a bare number carries no block sums
+
+
+def test_sums_of_other_seeds_fail_verification(cpu_client):
+    """Sums that add up and look uniform, but are not the blocks' own: the redrawn sample."""
+    workload, _ = computed(cpu_client, size=600, chunks=200, seed=3)
+    _, other = computed(cpu_client, size=600, chunks=200, seed=4)
+    check = verify(cpu_client, workload, other)
+    assert not check.ok and "recomputed from its seed" in check.detail, check.detail
+
+
+def test_blocks_streamed_in_pieces_agree_with_blocks_redrawn_whole(cpu_client):
+    with dask.config.set({"daskgpu.cpu.stream-elements": 999}):
+        workload, raw = computed(cpu_client, size=700, chunks="300,700", seed=8)
+    check = verify(cpu_client, workload, raw)
+    assert check.ok and "2 sampled blocks redrawn" in check.detail, check.detail
+
+
+def test_sampled_blocks_follow_the_seed():
+    workload = daskgpu.get_pipeline("mean-pipeline").workload(CPU2, size=1000, chunks=50, seed=9)
+    again = daskgpu.get_pipeline("mean-pipeline").workload(CPU2, size=1000, chunks=50, seed=9)
+    other = daskgpu.get_pipeline("mean-pipeline").workload(CPU2, size=1000, chunks=50, seed=10)
+    sample = mean_check._sampled_blocks(workload.context)
+    assert len(sample) == 20  # 5 % of a 20 x 20 grid
+    assert sample == mean_check._sampled_blocks(again.context)
+    assert sample != mean_check._sampled_blocks(other.context)
+
+
+def test_the_timed_graph_draws_every_block_once_and_holds_no_verification(monkeypatch):
+    drawn = []
+    draw = synthetic._uniform_block_sum
+
+    def counted(block_info=None, **kwargs):
+        drawn.append(tuple(block_info[None]["chunk-location"]))
+        return draw(block_info=block_info, **kwargs)
+
+    monkeypatch.setattr(synthetic, "_uniform_block_sum", counted)
+    workload = daskgpu.get_pipeline("mean-pipeline").workload(CPU2, size=600, chunks=200, seed=3)
+    raw = workload.collection.compute(scheduler="sync")
+    assert sorted(drawn) == [(i, j) for i in range(3) for j in range(3)]
+    assert raw.block_sums.shape == (3, 3)
+    names = {dask.utils.key_split(key) for key in dict(workload.collection.dask)}
+    assert not any("redrawn" in n or "region" in n for n in names), names
+
+
+# What each mutation's alteration of an input's result is caught by (an input has no seeds:
+# its whole total, re-read from the file, or a re-read block names what disagreed).
+INPUT_CATCHES = {
+    "constant 0.5": "mean",
+    "dropped block": "block sums",
+    "duplicated block": "block sums",
+    "repeated per-block seed": "total",
+    "wrong divisor": "mean",
+    "block sums accumulated in float32": "total",
+    "a block's sum lost (zero)": "total",
+    "block sums in the wrong places": "recomputed from the input file",
+}
+
+
+@pytest.fixture(params=["npy", "zarr"])
+def random_input(request, tmp_path):
+    values = np.random.default_rng(7).normal(2.0, 3.0, size=(900, 130))
+    if request.param == "npy":
+        path = tmp_path / "in.npy"
+        np.save(path, np.asfortranarray(values))
+    else:
+        zarr = pytest.importorskip("zarr")
+        path = tmp_path / "in.zarr"
+        zarr.open_array(str(path), mode="w", shape=values.shape, chunks=(200, 130),
+                        dtype=values.dtype)[:] = values
+    return str(path), values
+
+
+def test_input_verification_catches_every_declared_mutation(cpu_client, random_input):
+    path, values = random_input
     spec = daskgpu.get_pipeline("mean-pipeline")
-    path, values = npy_file
-    workload = spec.workload(CPU2, input=str(path))
-    assert spec.verify(workload, values.mean()).ok
-    assert not spec.verify(workload, values.mean() * (1 + 1e-6)).ok
-    random_workload = spec.workload(CPU2, size=1000, seed=1)
-    assert spec.verify(random_workload, 0.5).ok
-    assert not spec.verify(random_workload, 0.51).ok  # 0.51 is ~35 standard errors away
+    assert set(INPUT_CATCHES) == {m.name for m in spec.mutations}
+    workload, raw = computed(cpu_client, input=path, chunks="100,50")
+    assert raw.block_sums.shape == (9, 3)
+    check = verify(cpu_client, workload, raw)
+    assert check.ok, check.detail
+    assert float(raw) == pytest.approx(values.mean(), rel=1e-12)
+    for mutation in spec.mutations:
+        before = copy.deepcopy(raw)
+        altered = verify(cpu_client, workload, mutation.alter(copy.deepcopy(raw)))
+        assert not altered.ok, f"{mutation.name} still verifies: {altered.detail}"
+        assert INPUT_CATCHES[mutation.name] in altered.detail, (mutation.name, altered.detail)
+        assert "\n" not in altered.detail
+        assert verify(cpu_client, workload, before).ok
+
+
+def test_input_baseline_gives_the_runs_answer(cpu_client, random_input):
+    path, values = random_input
+    spec = daskgpu.get_pipeline("mean-pipeline")
+    result = daskgpu.run(spec, cpu_client, input=path)
+    assert result.verified, result.verification
+    assert isinstance(result.value, float) and type(result.value) is float
+    seconds, answer = spec.baseline(spec.resolve(cpu_client.backend, **result.params))
+    assert seconds > 0
+    assert answers.difference(result.value, answer) is None
+    assert answers.difference(result.value * 1.01, answer) is not None
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"size": 100}, "--size: applies to generated data, not to an --input; drop it"),
+        ({"seed": 3}, "--seed: applies to generated data"),
+        ({"dtype": "float32"}, "--dtype: applies to generated data"),
+        ({"size": 100, "seed": 3, "dtype": "float32"},
+         "--size, --dtype, --seed: apply to generated data, not to an --input; drop them"),
+    ],
+)
+def test_options_of_generated_data_are_refused_with_an_input(npy_file, given, message):
+    path, _ = npy_file
+    spec = daskgpu.get_pipeline("mean-pipeline")
+    with pytest.raises(ParameterError) as raised:
+        spec.resolve(CPU2, input=str(path), **given)
+    assert str(raised.value).startswith(message), str(raised.value)
+    with pytest.raises(ParameterError, match="generated data"):  # and from Python, keywords
+        spec.workload(CPU2, input=str(path), **given)
+
+
+def test_an_input_run_records_what_it_used(npy_file):
+    path, _ = npy_file
+    spec = daskgpu.get_pipeline("mean-pipeline")
+    resolved = spec.resolve(CPU2, input=str(path), dtype="float64")  # the default: accepted
+    assert resolved["size"] is None and resolved["seed"] is None and resolved["dtype"] is None
+    assert spec.resolve(CPU2, **resolved.as_dict()).as_dict() == resolved.as_dict()
 
 
 def test_blockwise_reference_reads_in_pieces(npy_file):

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import dask
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import compute_as_runner, run_cli, verify_on
 
 import daskgpu
 from daskgpu.backends import Backend
 from daskgpu.errors import ParameterError
-from daskgpu.kernels.stencil import heat_step_numpy
-from pipelines import stencil_pipeline
+from daskgpu.kernels.stencil import heat_step_numpy, heat_steps
+from daskgpu.registry import Resolved
+from pipelines import stencil_data, stencil_pipeline
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 
@@ -57,7 +59,7 @@ def test_pipeline_verifies_against_the_closed_form(cpu_client):
                          chunks="110", steps_per_exchange=3)
     assert result.verified, result.verification
     assert result.data["exchanges"] == 9 and result.data["blocks"] == 9
-    lam = stencil_pipeline.eigenvalue(300, 0.2)
+    lam = stencil_data.eigenvalue(300, 0.2)
     n = 300
     norm0 = (n + 1) / 2  # ||u0||_2 for the sine mode
     assert result.value["l2_norm"] == pytest.approx(lam**25 * norm0, rel=1e-10)
@@ -68,18 +70,137 @@ def test_pipeline_verifies_against_the_closed_form(cpu_client):
 def test_float32_and_zero_steps(cpu_client):
     r32 = daskgpu.run("stencil-pipeline", client=cpu_client, size=120, steps=10,
                       dtype="float32", chunks="50")
-    assert r32.verified and r32.data["dtype"] == "float32"
+    assert r32.verified and r32.data["dtype"] == "float32", r32.verification
     r0 = daskgpu.run("stencil-pipeline", client=cpu_client, size=50, steps=0)
-    assert r0.verified and r0.value["max_error"] == 0
+    assert r0.verified, r0.verification
+    assert r0.value == {"l2_norm": pytest.approx(51 / 2, rel=1e-14)}  # ||u0||_2 = (n + 1) / 2
 
 
-def test_a_wrong_answer_fails_verification():
+def computed(session, **params):
+    return compute_as_runner(session, "stencil-pipeline", **params)
+
+
+verified = verify_on
+
+
+SMALL = {"size": 60, "chunks": "20", "steps": 12}
+
+
+@pytest.fixture(scope="module")
+def small_runs(cpu_client):
+    return {dtype: computed(cpu_client, dtype=dtype, **SMALL) for dtype in ("float32", "float64")}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("mutation", daskgpu.get_pipeline("stencil-pipeline").mutations,
+                         ids=lambda m: m.name)
+def test_every_mutation_is_caught_in_both_dtypes(cpu_client, small_runs, dtype, mutation):
+    spec, workload, raw = small_runs[dtype]
+    assert verified(cpu_client, spec, workload, raw).ok
+    check = verified(cpu_client, spec, workload, mutation.alter(dict(raw)))
+    assert not check.ok, f"{mutation.name} still verifies: {check.detail}"
+    assert mutation.names in check.detail and "\n" not in check.detail
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    ("really", "needle"),
+    [({"steps": 0}, "u did not move from u0"),
+     ({"steps": 13}, "as after 13 steps of alpha 0.2, not 12"),
+     ({"steps": 11}, "as after 11 steps"),
+     ({"alpha": 0.21}, "probe u(29, 29)")],
+)
+def test_a_real_run_with_other_steps_or_alpha_fails(cpu_client, small_runs, dtype, really,
+                                                    needle):
+    """What a stencil that skipped a step, or used another alpha, really computes."""
+    spec, workload, _raw = small_runs[dtype]
+    _spec, _workload, raw = computed(cpu_client, dtype=dtype, **{**SMALL, **really})
+    check = verified(cpu_client, spec, workload, raw)
+    assert not check.ok and needle in check.detail, check.detail
+
+
+def test_float32_on_a_larger_grid_verifies_and_a_no_op_does_not(cpu_client):
+    spec, workload, raw = computed(cpu_client, size=1000, steps=100, dtype="float32",
+                                   chunks="500")
+    check = verified(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+    no_op = next(m for m in spec.mutations if m.name.startswith("no-op"))
+    assert not verified(cpu_client, spec, workload, no_op.alter(dict(raw))).ok
+
+
+@pytest.mark.parametrize("n, alpha", [(61, 0.25), (300, 0.05), (1000, 0.2)])
+def test_the_rounding_bound_is_above_the_real_float32_error(n, alpha):
+    steps = 100
+    i = np.arange(1, n + 1)
+    mode = np.outer(np.sin(np.pi * i / (n + 1)), np.sin(np.pi * i / (n + 1)))
+    u = heat_steps(np.pad(mode.astype(np.float32), 1), alpha, steps)[1:-1, 1:-1]
+    error = np.abs(u - stencil_data.decay(n, alpha, steps) * mode).max()
+    bound = stencil_data.rounding_bound(steps, "float32") * mode.max()
+    assert 0 < error < bound / 1.5  # measured at most 0.6 per step against 1.0 in the bound
+
+
+def test_decay_is_the_power_of_the_eigenvalue():
+    for n, alpha, steps in [(60, 0.2, 12), (4000, 0.05, 1000), (1, 0.25, 3)]:
+        assert stencil_data.decay(n, alpha, steps) == pytest.approx(
+            stencil_data.eigenvalue(n, alpha) ** steps, rel=1e-12, abs=1e-15)
+    assert stencil_data.decay(5, 0.2, 0) == 1.0
+
+
+def test_a_broken_kernel_fails_the_random_grid(cpu_client, small_runs, monkeypatch):
+    """The random grid runs through the run's own kernel: here one with 0.9 alpha, in-process."""
+    spec, workload, raw = small_runs["float64"]
+
+    def off_alpha(u, alpha, steps, window=None):
+        return heat_steps(u, 0.9 * alpha, steps, window)
+
+    monkeypatch.setattr(stencil_pipeline, "heat_steps", off_alpha)
+    with dask.config.set(scheduler="sync"):
+        check = spec.verify(workload, raw)
+    assert not check.ok and check.detail.startswith("random 41x37 grid"), check.detail
+
+
+def test_a_workload_that_cannot_be_verified_says_so():
+    """Past settle (which refuses it), a run whose steps change nothing still fails."""
     spec = daskgpu.get_pipeline("stencil-pipeline")
-    workload = spec.workload(CPU2, size=60, steps=5, chunks="30")
+    given = {"size": 30, "chunks": 15, "steps": 12, "alpha": 0.0}
+    values = {p.name: p.convert(given.get(p.name)) for p in spec.params}
+    workload = spec.prepare(Resolved("stencil-pipeline", CPU2, values))
+    workload.resolved = Resolved("stencil-pipeline", CPU2, values)
     raw = dask.compute(workload.collection, scheduler="sync")[0]
-    assert spec.verify(workload, raw).ok
-    planted = dict(raw, max_error=raw["max_error"] + 1e-6)
-    assert not spec.verify(workload, planted).ok
+    with dask.config.set(scheduler="sync"):
+        check = spec.verify(workload, raw)
+    assert not check.ok and check.detail.startswith("cannot verify: --size 30"), check.detail
+
+
+@pytest.mark.parametrize(
+    "params, needle",
+    [({"size": 4000, "steps": 100, "alpha": 0.05, "dtype": "float32"}, "--dtype float64"),
+     ({"size": 4000, "steps": 2, "dtype": "float32"}, "--steps"),
+     ({"size": 60, "steps": 12, "alpha": 0.0}, "--alpha"),
+     ({"size": 80_000, "dtype": "float32"}, "--size")],
+)
+def test_steps_too_small_to_tell_from_rounding_are_refused_with_ways_that_work(params, needle):
+    spec = daskgpu.get_pipeline("stencil-pipeline")
+    with pytest.raises(ParameterError) as refused:
+        spec.resolve(**params)
+    message = str(refused.value)
+    assert "\n" not in message and "could not be verified" in message and needle in message
+    assert message.startswith(f"--size {params['size']}, --steps ")
+    ways = re.findall(r"--(dtype|size|alpha|steps) ([^\s,]+)", message.split("; use ")[1])
+    assert ways
+    for option, value in ways:  # every way it names is accepted
+        spec.resolve(**{**params, option: value})
+
+
+def test_the_refusal_names_python_keywords_from_python():
+    with pytest.raises(ParameterError, match=r"^size=60, steps=12, alpha=0, dtype=float64: "):
+        daskgpu.get_pipeline("stencil-pipeline").workload(CPU2, size=60, steps=12, alpha=0.0)
+
+
+def test_what_stays_verifiable():
+    spec = daskgpu.get_pipeline("stencil-pipeline")
+    assert spec.resolve(dtype="float32")["size"] == 4000  # the CPU default, 100 steps
+    assert spec.resolve(size=50, steps=0, alpha=0.0)["steps"] == 0  # nothing to tell apart
 
 
 def test_halo_deeper_than_the_grid_is_refused():
@@ -115,7 +236,7 @@ def test_cli_writes_the_final_grid_atomically(tmp_path, suffix):
         import zarr
 
         grid = np.asarray(zarr.open_array(str(target), mode="r"))
-    lam = stencil_pipeline.eigenvalue(90, 0.2)
+    lam = stencil_data.eigenvalue(90, 0.2)
     u0 = stencil_pipeline.initial_grid(90, (90, 90), "float64", CPU2).compute()
     np.testing.assert_allclose(grid, lam**6 * u0, rtol=0, atol=1e-14)
     assert [p.name for p in tmp_path.iterdir()] == [target.name]  # no temporary left
@@ -133,5 +254,5 @@ def test_eigenvalue_is_the_decay_of_one_numpy_step():
     i = np.arange(1, n + 1)
     u0 = np.pad(np.outer(np.sin(np.pi * i / (n + 1)), np.sin(np.pi * i / (n + 1))), 1)
     stepped = heat_step_numpy(u0, alpha)
-    np.testing.assert_allclose(stepped, stencil_pipeline.eigenvalue(n, alpha) * u0, atol=1e-15)
-    assert math.isclose(stencil_pipeline.eigenvalue(n, 0.0), 1.0)
+    np.testing.assert_allclose(stepped, stencil_data.eigenvalue(n, alpha) * u0, atol=1e-15)
+    assert math.isclose(stencil_data.eigenvalue(n, 0.0), 1.0)

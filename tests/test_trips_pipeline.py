@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import dask
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import compute_as_runner, run_cli, verify_on
 
 import daskgpu
 from daskgpu.backends import Backend
 from daskgpu.errors import BackendUnavailable, InputFileError, ParameterError
 from daskgpu.kernels.haversine import haversine_numpy
-from pipelines import trips_pipeline
+from pipelines import trips_check, trips_pipeline
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 
@@ -106,15 +107,115 @@ def test_inputs_and_outputs(cpu_client, tmp_path, kind):
     assert result.data["rows"] == 40_000
 
 
-def test_wrong_counts_fail_verification():
+def _computed(session, **params):
+    return compute_as_runner(session, "trips-pipeline", **params)
+
+
+_verified = verify_on
+
+
+@pytest.mark.parametrize("kind", ["parquet", "csv"])
+def test_verification_of_an_input_catches_every_altered_table(cpu_client, tmp_path, kind):
+    frame = _trips(12_000, 4)
+    for i, part in enumerate(_split(frame, 3)):
+        if kind == "parquet":
+            part.to_parquet(tmp_path / f"t-{i}.parquet")
+        else:
+            part.to_csv(tmp_path / f"t-{i}.csv", index=False)
+    spec, workload, raw = _computed(cpu_client, input=str(tmp_path))
+    check = _verified(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+    assert "3 partitions read again" in check.detail and "12000 rows" in check.detail
+    for mutation in spec.mutations:
+        check = _verified(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)))
+        assert not check.ok, mutation.name
+        assert mutation.names in check.detail and "\n" not in check.detail, check.detail
+
+
+def test_verification_catches_a_wrong_row_count(cpu_client):
+    spec, workload, raw = _computed(cpu_client, rows=9_000, partitions=3, seed=2)
+    check = _verified(cpu_client, spec, workload, dict(raw, rows=raw["rows"] - 1))
+    assert not check.ok and check.detail == "rows 8999 reported, 9000 recomputed"
+
+
+def test_a_wrong_distance_kernel_fails_verification(monkeypatch):
+    """A kernel 0.1 % off in one partition: caught by the independent haversine."""
+    with_distance = trips_pipeline._with_distance
+
+    def drifting(part, partition_info=None):
+        part = with_distance(part)
+        if partition_info is not None and partition_info["number"] == 0:
+            part["distance_km"] *= 1.001
+        return part
+
     spec = daskgpu.get_pipeline("trips-pipeline")
-    workload = spec.workload(CPU2, rows=20_000, seed=1)
-    raw = dask.compute(workload.collection, scheduler="sync")[0]
-    assert spec.verify(workload, raw).ok
-    assert not spec.verify(workload, dict(raw, kept=raw["kept"] + 1)).ok
-    wrong = raw["partition_table"].copy()
-    wrong.iloc[0, wrong.columns.get_loc("fare_sum")] += 0.01
-    assert not spec.verify(workload, dict(raw, partition_table=wrong)).ok
+    workload = spec.workload(CPU2, rows=8_000, partitions=4, seed=3)
+    with dask.config.set(scheduler="sync"):
+        raw = dask.compute(workload.collection)[0]
+        assert spec.verify(workload, raw).ok
+        monkeypatch.setattr(trips_pipeline, "_with_distance", drifting)
+        drifted = spec.workload(CPU2, rows=8_000, partitions=4, seed=3)
+        raw = dask.compute(drifted.collection)[0]
+        check = spec.verify(drifted, raw)
+    assert not check.ok and "distance_mean_km" in check.detail, check.detail
+
+
+def test_the_numpy_sample_checks_the_pandas_recomputation(monkeypatch):
+    """Sampled partitions are also summed by NumPy alone: a pandas path that lost a trip in
+    each partition disagrees there (and with the reported table)."""
+    spec = daskgpu.get_pipeline("trips-pipeline")
+    workload = spec.workload(CPU2, rows=8_000, partitions=4, seed=3)
+    pandas_groups = trips_check._pandas_groups
+    monkeypatch.setattr(trips_check, "_pandas_groups", lambda t: pandas_groups(t.iloc[1:]))
+    with dask.config.set(scheduler="sync"):
+        raw = dask.compute(workload.collection)[0]
+        check = spec.verify(workload, raw)
+    assert not check.ok
+    assert "sampled partition" in check.detail and "by NumPy" in check.detail, check.detail
+
+
+def test_the_sample_is_chosen_by_the_seed():
+    picks = {tuple(trips_check._sampled(40, seed)) for seed in range(5)}
+    assert len(picks) > 1
+    assert trips_check._sampled(40, 7) == trips_check._sampled(40, 7)
+    assert trips_check._sampled(2, 7) == [0, 1]
+
+
+def test_the_two_haversines_of_verification_agree_with_the_kernel():
+    rng = np.random.default_rng(0)
+    lat1, lat2 = rng.uniform(-89, 89, (2, 1000))
+    lon1, lon2 = rng.uniform(-180, 180, (2, 1000))
+    kernel = trips_pipeline.haversine_km(lat1, lon1, lat2, lon2)
+    for own in (trips_check._great_circle_asin_km, trips_check._great_circle_atan2_km):
+        np.testing.assert_allclose(own(lat1, lon1, lat2, lon2), kernel, rtol=1e-10)
+        assert own(lat1, lon1, lat1, lon1).max() == 0.0
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"rows": 100}, "--rows: apply to generated trips, not to an --input; drop them"),
+    ({"seed": 1, "partitions": 2}, "--seed, --partitions: apply to generated trips"),
+])
+def test_options_of_generated_trips_are_refused_with_an_input(tmp_path, given, message):
+    path = tmp_path / "t.parquet"
+    _trips(200, 1).to_parquet(path)
+    spec = daskgpu.get_pipeline("trips-pipeline")
+    with pytest.raises(ParameterError, match=message):
+        spec.resolve(input=str(path), **given)
+    python = r"^rows=\.\.\.: apply to generated trips, not to an input=\.\.\.; drop them$"
+    with pytest.raises(ParameterError, match=python):
+        spec.workload(CPU2, input=str(path), rows=100)  # the Python API's spelling
+    resolved = spec.resolve(input=str(path))
+    assert resolved["rows"] is None and resolved["seed"] is None
+
+
+def test_cli_refuses_rows_and_seed_with_an_input(tmp_path):
+    path = tmp_path / "t.parquet"
+    _trips(200, 1).to_parquet(path)
+    proc = run_cli("run", "trips-pipeline", "--input", str(path), "--rows", "5", "--seed", "2",
+                   "--no-dashboard")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == ("error: --rows, --seed: apply to generated trips, not to an --input; "
+                           "drop them\n"), proc.stderr
 
 
 def test_gpu_backend_without_cudf_is_refused():

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import copy
 
-import dask
 import pytest
+from conftest import compute_as_runner, verify_on
 
-from daskgpu import registry, runner
+from daskgpu import registry
 
 # Small runs of each built-in pipeline (fast on two CPU workers, several blocks/partitions).
 CASES = {
@@ -42,24 +42,12 @@ def test_every_builtin_pipeline_declares_mutations_and_a_case():
         assert len({m.name for m in mutations}) == len(mutations), name
 
 
-def computed(session, name: str, params: dict):
-    """Build and compute a pipeline as the runner does; the workload and its raw result."""
-    spec = registry.get(name)
-    resolved = spec.resolve(session.backend, **params)
-    with dask.config.set(scheduler=session.client):
-        workload = spec.workload(session.backend, resolved)
-    raw = runner._compute(session.client, workload.collection, session.backend, None)
-    return spec, workload, raw
-
-
-def verify(session, spec, workload, raw):
-    with dask.config.set(scheduler=session.client):
-        return spec.verify(workload, raw)
+verify = verify_on
 
 
 @pytest.fixture(scope="module")
 def results(cpu_client):
-    return {name: computed(cpu_client, name, params) for name, params in CASES.items()}
+    return {name: compute_as_runner(cpu_client, name, **params) for name, params in CASES.items()}
 
 
 def _cases():
