@@ -184,6 +184,21 @@ def _no_cuda_context_here() -> None:
     os.environ.setdefault("RAPIDS_NO_INITIALIZE", "1")
 
 
+def _wait_for_workers(client, n: int, timeout: float = 60.0) -> None:
+    """Until ``n`` workers have registered, whatever their status.
+
+    ``Client.wait_for_workers`` counts running workers only: one paused from the start (its own
+    memory above the pause threshold) would make it wait forever, where the run's fault watch
+    would say what is wrong in one line.
+    """
+    deadline = time.monotonic() + timeout
+    while len(backends.scheduler_workers(client)) < n:
+        if time.monotonic() > deadline:
+            raise ClusterError(f"only {len(backends.scheduler_workers(client))} of {n} workers "
+                               f"started within {timeout:g} s; see their logs")
+        time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def start(p: ClusterPlan) -> Iterator[Session]:
     """Start what a plan says and yield its :class:`Session`; always close it."""
@@ -202,7 +217,7 @@ def start(p: ClusterPlan) -> Iterator[Session]:
             cluster = _start_local(p, notices)
             _no_cuda_context_here()
             client = Client(cluster, set_as_default=False)
-            client.wait_for_workers(p.n_workers)
+            _wait_for_workers(client, p.n_workers)
             dashboard = None
             if p.options.get("dashboard_address"):
                 dashboard = dashboards.where_served(dashboards.link_of(client), cluster)
