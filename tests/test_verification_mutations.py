@@ -74,3 +74,34 @@ def test_an_altered_result_fails_and_says_what_disagreed(cpu_client, results, na
     assert "\n" not in check.detail
     # the original still verifies: the mutation altered a copy, and verify kept no state
     assert verify(cpu_client, spec, workload, before).ok
+
+
+# ------------------------------------------------------------------ the same on GPU workers
+
+GPU_CASES = {name: params for name, params in CASES.items()
+             if name in ("mean-pipeline", "histogram-pipeline", "stencil-pipeline")}
+
+
+@pytest.fixture(scope="module")
+def gpu_session():
+    import daskgpu
+
+    with daskgpu.cluster(gpus="0", dashboard=False) as session:
+        yield session
+
+
+def _gpu_cases():
+    return [(name, m) for name in sorted(GPU_CASES) for m in registry.get(name).mutations]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("name", "mutation"), _gpu_cases(),
+                         ids=[f"{n}: {m.name}" for n, m in _gpu_cases()])
+def test_on_gpu_workers_an_altered_result_fails(gpu_session, name, mutation):
+    """CuPy blocks on the workers: the run verifies, every mutation is caught (cuDF pipelines
+    need cuDF, which the GPU check machine lacks; they are covered on CPU above)."""
+    spec, workload, raw = compute_as_runner(gpu_session, name, **GPU_CASES[name])
+    assert gpu_session.backend.is_gpu
+    assert verify(gpu_session, spec, workload, raw).ok
+    check = verify(gpu_session, spec, workload, mutation.alter(copy.deepcopy(raw)))
+    assert not check.ok and mutation.names in check.detail, check.detail
