@@ -72,3 +72,32 @@ def per_block(arr: da.Array, func, width: int, dtype="float64", **kwargs) -> da.
 def grid_axes(arr: da.Array) -> tuple[int, ...]:
     """The block-grid axes of a :func:`per_block` result (all but the last)."""
     return tuple(range(arr.ndim - 1))
+
+
+class BlockMean(float):
+    """The mean, a float, carrying the per-block float64 sums it was reduced from.
+
+    The reported value is ``float(result)``; ``block_sums`` (shaped as the block grid) is what
+    ``verify`` checks. Arithmetic gives plain floats, so the built collection composes.
+    """
+
+    block_sums: np.ndarray
+
+    def __new__(cls, mean, block_sums):
+        """The float ``mean`` with ``block_sums`` attached."""
+        made = super().__new__(cls, mean)
+        made.block_sums = np.asarray(block_sums, dtype=np.float64)
+        return made
+
+    def __reduce__(self):
+        return (BlockMean, (float(self), self.block_sums))
+
+
+def block_mean(block_sums, elements: int) -> BlockMean:
+    """The mean from the per-block float64 sums (host floats): their total over ``elements``.
+
+    A task's function lives here rather than in a pipeline module: workers import it when they
+    unpickle the task, and importing the pipelines package would add a second to a cold start.
+    """
+    sums = np.asarray(block_sums, dtype=np.float64)
+    return BlockMean(float(sums.sum()) / elements, sums)

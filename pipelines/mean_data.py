@@ -1,31 +1,15 @@
 """What mean-pipeline and its check (:mod:`pipelines.mean_check`) both use.
 
-The result type :class:`BlockMean` (the mean carrying its per-block sums) and the block-grid
+The result type :class:`~daskgpu.reductions.BlockMean` (the mean carrying its per-block sums;
+in the library, so that workers unpickle it without importing the pipelines) and the block-grid
 geometry of a normalised chunking. Nothing here computes a mean or a sum.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from daskgpu.reductions import BlockMean
 
-
-class BlockMean(float):
-    """The mean, a float, carrying the per-block float64 sums it was reduced from.
-
-    The reported value is ``float(result)``; ``block_sums`` (shaped as the block grid) is what
-    ``verify`` checks. Arithmetic gives plain floats, so the built collection composes.
-    """
-
-    block_sums: np.ndarray
-
-    def __new__(cls, mean, block_sums):
-        """The float ``mean`` with ``block_sums`` attached."""
-        made = super().__new__(cls, mean)
-        made.block_sums = np.asarray(block_sums, dtype=np.float64)
-        return made
-
-    def __reduce__(self):
-        return (BlockMean, (float(self), self.block_sums))
+__all__ = ["BlockMean", "block_grid", "block_shape"]
 
 
 def block_grid(chunk_sizes) -> tuple[int, ...]:

@@ -22,15 +22,9 @@ from daskgpu.params import Param, choice, chunks, non_negative_int, optional_pat
 from daskgpu.registry import Resolved, Workload, pipeline
 from daskgpu.timing import timed
 from pipelines.mean_check import MUTATIONS, redrawn_uniform_sum, verify
-from pipelines.mean_data import BlockMean, block_grid, block_shape
+from pipelines.mean_data import block_grid, block_shape
 
 CPU_DEFAULT_SIZE = 10_000
-
-
-def block_mean(block_sums, elements: int) -> BlockMean:
-    """The mean from the per-block float64 sums (host floats): their total over ``elements``."""
-    sums = np.asarray(block_sums, dtype=np.float64)
-    return BlockMean(float(sums.sum()) / elements, sums)
 
 
 def default_size(backend, itemsize: int) -> int:
@@ -165,7 +159,7 @@ def _workload(sums, shape, block, dtype, described, context) -> Workload:
     elements = math.prod(shape)
     # One collection, so the blocks are drawn once: a Delayed of several collections would
     # optimise (and compute) each of them apart.
-    collection = dask.delayed(block_mean, pure=True)(sums, elements)
+    collection = dask.delayed(reductions.block_mean, pure=True)(sums, elements)
     return Workload(
         collection=collection,
         bytes_are="generated" if context.get("source") is None else "read",

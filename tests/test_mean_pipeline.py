@@ -14,7 +14,7 @@ import daskgpu
 from daskgpu import answers, array_input, reductions, synthetic
 from daskgpu.backends import Backend
 from daskgpu.errors import InputFileError, ParameterError
-from pipelines import mean_check, mean_pipeline
+from pipelines import mean_check
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 
@@ -119,7 +119,7 @@ def verify(session, workload, raw):
 def test_a_constant_half_fails_verification(cpu_client):
     workload, raw = computed(cpu_client, size=1000, chunks=250, seed=1)
     assert verify(cpu_client, workload, raw).ok
-    constant = mean_pipeline.BlockMean(0.5, raw.block_sums)
+    constant = reductions.BlockMean(0.5, raw.block_sums)
     check = verify(cpu_client, workload, constant)
     assert not check.ok and "mean 0.5 " in check.detail, check.detail
     assert not verify(cpu_client, workload, 0.5).ok  # a bare number carries no block sums
