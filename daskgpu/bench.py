@@ -11,7 +11,6 @@ Only workers touch a GPU: a GPU baseline runs on one worker through ``client.sub
 
 from __future__ import annotations
 
-import math
 import platform
 import statistics
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from importlib import metadata
 
 import dask.system
 
-from daskgpu import answers, backends, registry, runner
+from daskgpu import answers, backends, registry, report, runner
 from daskgpu import session as sessions
 from daskgpu.cluster_plan import plan
 from daskgpu.errors import ParameterError, RunFailed
@@ -81,19 +80,7 @@ class BenchResult:
 
     def as_dict(self) -> dict:
         """A JSON-ready dict."""
-        return _finite(asdict(self))
-
-
-def _finite(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # NumPy scalars
-        return _finite(value.item())
-    return value
+        return report.json_ready(asdict(self))
 
 
 def versions() -> dict:

@@ -111,8 +111,8 @@ def show(result: RunResult, console: Console | None = None) -> None:
     (console or Console()).print(table(result))
 
 
-def _finite(value):
-    """JSON-ready: NumPy to Python, tuples to lists, non-finite numbers to None."""
+def json_ready(value):
+    """JSON-ready: NumPy to Python, tuples to lists, keys to text, non-finite numbers to None."""
     if isinstance(value, np.ndarray):
         value = value.tolist()
     elif isinstance(value, np.generic):
@@ -120,15 +120,15 @@ def _finite(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {str(k): json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [json_ready(v) for v in value]
     return value
 
 
 def as_json(result: RunResult) -> str:
     """The run as one JSON object (non-finite numbers become null)."""
-    return json.dumps(_finite(result.as_dict()), allow_nan=False, default=str)
+    return json.dumps(json_ready(result.as_dict()), allow_nan=False, default=str)
 
 
 def write_bench_json(result: BenchResult, path: str) -> None:
