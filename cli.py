@@ -35,13 +35,6 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
-def _resolve(spec: registry.Pipeline, backend, params: dict, overwrite: bool):
-    """Resolve once; fail on a bad value, or an existing output, before anything runs."""
-    resolved = spec.resolve(backend, **params)
-    spec.check_outputs(resolved, overwrite=overwrite)
-    return resolved
-
-
 def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
     as_json = kwargs.pop("as_json")
     quiet = kwargs.pop("quiet")
@@ -54,7 +47,7 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
     err = Console(stderr=True, soft_wrap=True, markup=False)  # one line even when piped; text as is
     chosen = plan(dashboard=dashboard, **options)
     # A cluster daskgpu starts has a known backend: resolve before anything starts.
-    resolved = _resolve(spec, chosen.backend, params, overwrite) if chosen.backend else None
+    resolved = spec.resolve_for_run(chosen.backend, overwrite, **params) if chosen.backend else None
     talk = not (quiet or as_json)
     if not quiet:
         for note in chosen.notices:
@@ -63,7 +56,7 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
         err.print(f"{describe(chosen)}...", highlight=False)
     with sessions.start(chosen) as session:
         if resolved is None:  # an existing scheduler: its workers said what they compute on
-            resolved = _resolve(spec, session.backend, params, overwrite)
+            resolved = spec.resolve_for_run(session.backend, overwrite, **params)
         if talk:
             err.print(f"Dashboard: {session.dashboard or 'off'}", highlight=False)
         if keep_open and session.dashboard:

@@ -281,8 +281,7 @@ def bench(
     # knows the backend: an existing scheduler's workers are asked once connected).
     first = None
     if plans[0].backend is not None:
-        first = spec.resolve(plans[0].backend, **params)
-        spec.check_outputs(first, overwrite=overwrite)
+        first = spec.resolve_for_run(plans[0].backend, overwrite, **params)
     note = progress or (lambda _text: None)
     baseline_runs = baseline_runs or min(repeat, 3)
     measurements: list[Measurement] = []
@@ -301,8 +300,8 @@ def bench(
                 devices = len(backends.scheduler_workers(session.client))
             resolved = first if first is not None and not measurements else None
             if resolved is None:
-                resolved = spec.resolve(session.backend, **run_params)
-                spec.check_outputs(resolved, overwrite=overwrite or bool(measurements))
+                resolved = spec.resolve_for_run(session.backend, overwrite or bool(measurements),
+                                                **run_params)
             m = _measure(spec, session, resolved, repeat, warmup, baseline_runs, devices, note)
             backend_name = backend_name or session.backend.name
         if weak and not measurements:

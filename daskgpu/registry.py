@@ -161,6 +161,13 @@ class Pipeline:
             values["seed"] = fresh_seed()
         return Resolved(self.name, backend, values, inputs)
 
+    def resolve_for_run(self, backend: Backend | None, overwrite: bool = False,
+                        **given: Any) -> Resolved:
+        """:meth:`resolve`, then :meth:`check_outputs`: everything a run refuses up front."""
+        resolved = self.resolve(backend, **given)
+        self.check_outputs(resolved, overwrite=overwrite)
+        return resolved
+
     def outputs(self, resolved: Resolved | Mapping) -> dict[str, str]:
         """The files a run with ``resolved`` parameters writes: ``{option: path}``."""
         return {p.option: resolved[p.name] for p in self.params

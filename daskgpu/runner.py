@@ -131,8 +131,7 @@ def run(
         chosen = sessions.for_client(chosen) if chosen is not None else sessions.current()
         if backend is not None:
             chosen = replace(chosen, known_backend=backend)
-        resolved = spec.resolve(chosen.backend, **params)
-        spec.check_outputs(resolved, overwrite=overwrite)
+        resolved = spec.resolve_for_run(chosen.backend, overwrite, **params)
     return execute(spec, chosen, resolved, progress=progress, report=report)
 
 
