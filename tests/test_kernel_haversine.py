@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from cudasim import run_in_simulator
+from fake_cupy import SETUP
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -402,3 +403,33 @@ def test_cuda_kernel_on_gpu_matches_cpu_twin():
     got = haversine_km(*series)
     assert isinstance(got, cupy.ndarray)
     assert_close(cupy.asnumpy(got), haversine_km(*coords))
+
+
+# --- CuPy input, routed as on a GPU (a stand-in for CuPy in the simulator: tests/fake_cupy.py) ----
+
+NO_SYNC = SETUP + """
+import numpy as np
+import fake_cupy
+from daskgpu.kernels import haversine as mod
+
+fake_cupy.record(mod, "_haversine_kernel")
+rng = np.random.default_rng(6)
+host = [rng.uniform(-90, 90, 300), rng.uniform(-180, 180, 300),
+        rng.uniform(-90, 90, 300).astype(np.float32), rng.uniform(-180, 180, 300)]
+dev = [fake_cupy.asarray(c) for c in host]
+del fake_cupy.conversions[:]
+out = mod.haversine_km(*dev)
+assert isinstance(out, fake_cupy.ndarray), type(out)
+np.testing.assert_allclose(out.get(), mod.haversine_km(*host), rtol=1e-12)
+fake_cupy.assert_launched_on_cupy_stream()
+assert len(fake_cupy.launches) == 1, fake_cupy.launches
+imported = [a for a, _ in fake_cupy.conversions]
+assert [sync for _, sync in fake_cupy.conversions] == [False] * 5, fake_cupy.conversions
+assert all(a is b for a, b in zip(imported, [*dev, out], strict=True))
+print("OK no sync")
+"""
+
+
+def test_cupy_input_is_imported_without_host_sync():
+    """The four CuPy inputs and the output are imported once each with ``sync=False``."""
+    assert "OK no sync" in run_in_simulator(NO_SYNC)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cudasim import run_in_simulator
+from fake_cupy import SETUP
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -274,3 +275,71 @@ print("OK", len(launches), "launches")
 def test_cuda_kernels_in_simulator():
     out = run_in_simulator(SIMULATOR_CHECKS)
     assert out.startswith("OK")
+
+
+# --- CuPy input, routed as on a GPU (a stand-in for CuPy in the simulator: tests/fake_cupy.py) ----
+
+CUPY_INPUT = SETUP + """
+import numpy as np
+from numba import cuda
+import fake_cupy
+from daskgpu.kernels import histogram as mod
+
+fake_cupy.record(mod, "_histogram_shared", "_histogram_global")
+rng = np.random.default_rng(5)
+x = rng.normal(size=(20, 50))
+x[0, :3] = np.nan
+d = fake_cupy.asarray(x)
+
+
+def run(bins):
+    del fake_cupy.allocations[:], fake_cupy.conversions[:], fake_cupy.launches[:]
+    out = mod.histogram(d, -2.0, 2.0, bins)
+    assert isinstance(out, fake_cupy.ndarray), type(out)
+    got = out.get()
+    np.testing.assert_array_equal(got[:bins], np.histogram(x, bins, range=(-2.0, 2.0))[0])
+    assert got[bins] == 3
+    return out
+"""
+
+EDGES_FROM_CUPY = CUPY_INPUT + """
+def refuse(*args, **kwargs):
+    raise AssertionError("allocated by numba.cuda, outside CuPy's memory pool")
+
+cuda.to_device = cuda.device_array = cuda.device_array_like = refuse
+for bins in (16, mod.SHARED_BINS + 5):
+    run(bins)
+    edges = np.linspace(-2.0, 2.0, bins + 1)
+    made = [a for a in fake_cupy.allocations if a.shape == edges.shape
+            and np.array_equal(a.get(), edges)]
+    assert len(made) == 1, [a.shape for a in fake_cupy.allocations]
+    # the kernels read those edges, through a view of CuPy's array
+    for name, config, args in fake_cupy.launches:
+        assert args[1] is made[0]._device, name
+print("OK edges from CuPy")
+"""
+
+NO_SYNC = CUPY_INPUT + """
+for bins in (16, mod.SHARED_BINS + 5):
+    out = run(bins)
+    fake_cupy.assert_launched_on_cupy_stream()
+    assert fake_cupy.conversions, "no CuPy array was imported"
+    assert all(sync is False for _, sync in fake_cupy.conversions), fake_cupy.conversions
+    imported = [a for a, _ in fake_cupy.conversions]
+    assert any(a is out for a in imported)  # the counts too, once, not at the launch
+    assert len({id(a) for a in imported}) == len(imported), "an array imported twice"
+print("OK no sync")
+"""
+
+
+def test_cupy_input_allocates_edges_through_cupy():
+    """Scratch arrays for CuPy input come from CuPy's pool, never from numba.cuda's allocator.
+
+    The simulator shows the routing (which allocator is asked), not CuPy's pool itself.
+    """
+    assert "OK edges from CuPy" in run_in_simulator(EDGES_FROM_CUPY)
+
+
+def test_cupy_input_is_imported_without_host_sync():
+    """Each CuPy array is imported once with ``sync=False``; kernels run on CuPy's stream."""
+    assert "OK no sync" in run_in_simulator(NO_SYNC)

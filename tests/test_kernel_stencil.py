@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from cudasim import run_in_simulator
+from fake_cupy import SETUP
 
 from daskgpu.kernels.stencil import heat_step_numpy, heat_steps
 
@@ -188,13 +189,14 @@ def test_cuda_kernel_in_simulator():
         rng = np.random.default_rng(0)
         cases = 0
         for dtype in (np.float64, np.float32):
-            for shape in ((20, 37), (9, 9), (1, 1), (3, 40)):
+            # (10, 33): two blocks of (32, 8) threads each way; every simulated thread is costly
+            for shape in ((10, 33), (9, 9), (1, 1), (3, 40)):
                 n, m = shape
                 u = rng.standard_normal(shape).astype(dtype)
                 d = cuda.to_device(u)
                 wins = [None, (0, n, 0, m), (0, n // 2, 3, m), (2, n, 0, m // 2), (4, 4, 0, m)]
                 for window in wins:
-                    for steps in (0, 1, 3):
+                    for steps in (0, 1, 2):  # none; odd and even: ends in each buffer
                         got = heat_steps(d, 0.2, steps, window)
                         assert got is not d
                         host = got.copy_to_host()
@@ -240,3 +242,40 @@ def test_cuda_kernel_on_gpu_matches_cpu_twin():
                                                rtol=1e-5 if dtype == np.float32 else 1e-12,
                                                atol=1e-6 if dtype == np.float32 else 1e-13)
             np.testing.assert_array_equal(cupy.asnumpy(d), u)
+
+
+# --- CuPy input, routed as on a GPU (a stand-in for CuPy in the simulator: tests/fake_cupy.py) ----
+
+NO_SYNC = SETUP + """
+import numpy as np
+import fake_cupy
+from daskgpu.kernels import stencil as mod
+
+fake_cupy.record(mod, "_step_kernel")
+u = np.random.default_rng(7).standard_normal((20, 37))
+d = fake_cupy.asarray(u)
+for steps in (0, 1, 2, 6):
+    del fake_cupy.conversions[:], fake_cupy.allocations[:], fake_cupy.launches[:]
+    out = mod.heat_steps(d, 0.2, steps)
+    assert isinstance(out, fake_cupy.ndarray), type(out)
+    np.testing.assert_allclose(out.get(), mod.heat_steps(u, 0.2, steps), rtol=1e-13, atol=1e-15)
+    fake_cupy.assert_launched_on_cupy_stream()
+    assert len(fake_cupy.launches) == max(steps, 1)
+    # the input and each buffer imported once, however many steps, and without a host sync
+    buffers = fake_cupy.allocations
+    assert len(buffers) == (2 if steps >= 2 else 1), len(buffers)
+    assert any(out is b for b in buffers)
+    imported = [a for a, _ in fake_cupy.conversions]
+    assert all(sync is False for _, sync in fake_cupy.conversions), fake_cupy.conversions
+    assert len(imported) == 1 + len(buffers), (steps, len(imported))
+    assert all(any(a is b for a in imported) for b in [d, *buffers])
+    # each launch reads the buffer the one before wrote
+    for (_, _, before), (_, _, after) in zip(fake_cupy.launches, fake_cupy.launches[1:]):
+        assert after[0] is before[1]
+print("OK no sync")
+"""
+
+
+def test_cupy_input_is_imported_once_without_host_sync():
+    """The input and both buffers are imported once with ``sync=False``, not once per step."""
+    assert "OK no sync" in run_in_simulator(NO_SYNC)

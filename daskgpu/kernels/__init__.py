@@ -6,3 +6,7 @@ or a Numba device array) launches the ``numba.cuda`` kernel on the current devic
 Kernels compile once per process (Numba caches the compiled kernel per signature), never per
 chunk. Only pipelines call them.
 """
+
+from daskgpu.kernels import compat
+
+compat.restore_row_stack()  # before any kernel compiles: numba-cuda needs it under numpy 2.5

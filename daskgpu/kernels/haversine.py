@@ -159,9 +159,9 @@ def _device(arrays, n: int):
     out = launch.like(first, (n,), np.float64)
     if n == 0:
         return out
-    views = [x if hasattr(x, "copy_to_host") else cuda.as_cuda_array(x) for x in arrays]
+    views = [launch.to_numba(x) for x in (*arrays, out)]
     blocks, threads = launch.grid_1d(n)
-    _haversine_kernel[blocks, threads, stream](*views, out)
+    _haversine_kernel[blocks, threads, stream](*views)
     return out
 
 

@@ -225,22 +225,34 @@ def _flat_pieces(d):
             yield from _flat_pieces(d[i])
 
 
+def _to_device(x, host: np.ndarray, stream):
+    """``host`` copied to the device, in the memory ``x`` is in (CuPy's pool for CuPy data)."""
+    if launch.is_cupy(x):
+        import cupy
+
+        # numba.cuda's own allocator is outside CuPy's pool: with the pool holding most of the
+        # device, even this small allocation could fail. CuPy copies on its current stream.
+        return launch.to_numba(cupy.asarray(host))
+    return cuda.to_device(host, stream=stream)
+
+
 def _device(x, lo, hi, bins: int):
-    if type(x).__module__.split(".")[0] == "cupy":
+    if launch.is_cupy(x):
         x = x.ravel()  # cupy copies on the device only when it must
-    d = x if hasattr(x, "copy_to_host") else cuda.as_cuda_array(x)  # a Numba array already
+    d = launch.to_numba(x)
     edges, scalars = _binning(np.dtype(d.dtype), lo, hi, bins)
     stream = launch.stream_for(x)
     out = launch.like(x, (bins + 1,), np.int64)
     if d.size == 0:
         return out
-    d_edges = cuda.to_device(edges, stream=stream)
+    d_edges = _to_device(x, edges, stream)
+    d_out = launch.to_numba(out)
     kernel = _histogram_shared if bins <= SHARED_BINS else _histogram_global
     for piece in _flat_pieces(d):
         n = piece.shape[0]
         blocks, threads = launch.grid_1d(n)
         blocks = max(blocks, -(-n // _MAX_PER_BLOCK))
-        kernel[blocks, threads, stream](piece, d_edges, *scalars, out)
+        kernel[blocks, threads, stream](piece, d_edges, *scalars, d_out)
     return out
 
 

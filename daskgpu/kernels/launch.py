@@ -60,11 +60,16 @@ def grid_1d(n: int, threads: int = THREADS_PER_BLOCK) -> tuple[int, int]:
     return blocks, threads
 
 
+def is_cupy(x) -> bool:
+    """True for a CuPy array: its memory comes from CuPy's pool, its work runs on CuPy's stream."""
+    return type(x).__module__.split(".")[0] == "cupy"
+
+
 def stream_for(x):
     """The Numba stream to launch on: CuPy's current stream for a CuPy array, else default."""
     from numba import cuda
 
-    if type(x).__module__.split(".")[0] == "cupy":
+    if is_cupy(x):
         import cupy
 
         return cuda.external_stream(cupy.cuda.get_current_stream().ptr)
@@ -75,10 +80,27 @@ def like(x, shape, dtype):
     """A new zeroed array of ``shape``/``dtype`` in the same memory (host, CuPy, Numba) as ``x``."""
     if on_host(x):
         return np.zeros(shape, dtype=dtype)
-    if type(x).__module__.split(".")[0] == "cupy":
+    if is_cupy(x):
         import cupy
 
         return cupy.zeros(shape, dtype=dtype)
     from numba import cuda
 
     return cuda.to_device(np.zeros(shape, dtype=dtype))
+
+
+def to_numba(x):
+    """A Numba device array of ``x``'s memory (no copy) to launch a kernel with.
+
+    Importing a ``__cuda_array_interface__`` makes numba-cuda wait, on the host, for the stream
+    the array names (``cuda.as_cuda_array``'s default; some numba-cuda versions also do it for an
+    array passed straight to a launch, on every launch). A CuPy array names CuPy's current
+    stream, the one ``stream_for`` launches on, so the device already orders the kernel after the
+    work that wrote the array: it is imported without the wait. Other foreign arrays keep it
+    (they are launched on the default stream, not theirs). A Numba array is returned as it is.
+    """
+    if hasattr(x, "copy_to_host"):
+        return x
+    from numba import cuda
+
+    return cuda.as_cuda_array(x, sync=not is_cupy(x))

@@ -234,12 +234,15 @@ def _heat_steps_device(u, a, four, steps, r0, r1, c0, c1):
     grid = _grid(u.shape)
     if steps == 0:
         r0 = r1 = c0 = c1 = 0  # an empty window: the kernel is a copy
+    # Each buffer becomes a Numba array once, not at every launch (see launch.to_numba).
+    first_view = launch.to_numba(first)
     # Step 1 reads u and writes every cell of the first buffer, so u is never copied first.
-    _step_kernel[grid, BLOCK, stream](u, first, a, four, r0, r1, c0, c1)
+    _step_kernel[grid, BLOCK, stream](launch.to_numba(u), first_view, a, four, r0, r1, c0, c1)
     if steps <= 1 or r1 == r0:
         return first
-    src, dst = first, launch.like(u, u.shape, u.dtype)
+    second = launch.like(u, u.shape, u.dtype)
+    src, dst = (first, first_view), (second, launch.to_numba(second))
     for _ in range(steps - 1):
-        _step_kernel[grid, BLOCK, stream](src, dst, a, four, r0, r1, c0, c1)
+        _step_kernel[grid, BLOCK, stream](src[1], dst[1], a, four, r0, r1, c0, c1)
         src, dst = dst, src
-    return src
+    return src[0]
