@@ -4,15 +4,30 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# GPU machines (nvidia-smi present) also get the GPU stack: cupy, dask-cuda, cudf.
-EXTRAS ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo gpu,test || echo test)
-ARGS ?=
 comma := ,
+# GPU machines (nvidia-smi present) also get the GPU stack (cupy, dask-cuda, cudf) built for the
+# CUDA their driver runs: the cuda13 or cuda12 extra, as tools/cuda-extra.sh reads it from
+# nvidia-smi. An EXTRAS given to make or in the environment wins (e.g. EXTRAS=cuda12,test).
+ifeq ($(origin EXTRAS),undefined)
+EXTRAS := $(addsuffix $(comma),$(shell $(SHELL) tools/cuda-extra.sh))test
+endif
+ARGS ?=
+# Test processes (pytest-xdist): most tests wait on subprocesses and clusters starting, so two
+# overlap well even on two cores; more cores, up to four.
+TEST_PROCESSES ?= $(shell $(PYTHON) -c "import os; print(min(4, max(2, len(os.sched_getaffinity(0)))))")
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+# cupy-cuda12x and cupy-cuda13x (cudf-cu12 and cudf-cu13, ...) install the same modules: a venv
+# holding another CUDA's GPU stack (or the old gpu extra's, CUDA 12) is rebuilt, not overlaid.
+CUDA_EXTRA := $(firstword $(filter cuda%,$(subst $(comma), ,$(EXTRAS))))
 
 .PHONY: install run test lint bench clean
 
 $(STAMP): pyproject.toml
+	@for stamp in $(VENV)/.installed-*; do case "$${stamp##*/}" in \
+	    *$(CUDA_EXTRA)*) ;; \
+	    *gpu*|*cuda1[0-9]*) echo "$(VENV) holds another CUDA's GPU stack: rebuilding it"; \
+	        rm -rf $(VENV); break;; \
+	esac; done
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
@@ -27,7 +42,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 test: lint
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n $(TEST_PROCESSES) $(ARGS)
 
 bench: install
 	$(PY) benchmarks/bench_mean.py $(ARGS)

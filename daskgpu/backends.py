@@ -17,7 +17,10 @@ import dask.config
 from daskgpu.devices import Device
 from daskgpu.errors import BackendUnavailable, ClusterError
 
-GPU_INSTALL_HINT = "pip install -e '.[gpu]' (or conda env create -f environment.yml)"
+GPU_INSTALL_HINT = (
+    "pip install -e '.[cuda13]' ('.[cuda12]' for a CUDA 12 driver; "
+    "or conda env create -f environment.yml)"
+)
 
 
 @dataclass(frozen=True)

@@ -288,7 +288,7 @@ def test_gpu_pages_show_what_nvml_reports(tmp_path):
 
     with _kept_open(tmp_path, env=fake_nvml_env(FAKE_GPUS)) as (_cli, doc, err):
         # No GPU stack installed here: the run falls back to CPU workers and says how to fix it.
-        assert "pip install -e '.[gpu]'" in err.read_text()
+        assert "pip install -e '.[cuda13]'" in err.read_text()
         gpu_page = doc["dashboard"].replace("/status", "/gpu")
         state, png = _browse(tmp_path, gpu_page, probe=GPU_PROBE, done=_gpu_bars_drawn)
     assert state["title"] == "Dask: GPU"
