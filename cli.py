@@ -1,7 +1,6 @@
 """daskgpu command line: ``python cli.py run mean-pipeline --gpus 0,1``.
 
-Parses options, calls the library, prints, and sets the exit code: 0 ok, 1 the result failed
-verification, 2 bad input or environment, 130 interrupted.
+Parses options, calls the library, prints, and sets the exit code (:data:`EXIT_CODES`).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from daskgpu import dashboard as dashboards
 from daskgpu import devices, interrupts, registry, report, runner
 from daskgpu import session as sessions
 from daskgpu.cluster_plan import describe, plan
-from daskgpu.errors import DaskGPUError
+from daskgpu.errors import DaskGPUError, UnknownPipeline
 
 if getattr(sys.modules.get("__main__"), "__name__", None) == "__mp_main__":
     # This program, imported again by multiprocessing in a worker process it started. A
@@ -30,9 +29,16 @@ if getattr(sys.modules.get("__main__"), "__name__", None) == "__mp_main__":
     # (daskgpu.worker_setup does the same later, for workers other programs start).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-EXIT_VERIFY_FAILED = 1
+EXIT_VERIFY_FAILED = 1  # also RunFailed's: the workers died
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+EXIT_TASK_FAILED = 3  # TaskFailed's, GPUError's
+EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM
+EXIT_CODES = (
+    "Exit codes: 0 success; 1 the result failed its verification, or the workers died; 2 bad "
+    "input or environment; 3 a task failed on a worker (a CUDA error: out of device memory, a "
+    "driver error, a kernel that does not compile; or an exception in the pipeline's code); "
+    "130 interrupted (Ctrl-C or SIGTERM). Errors are one line on stderr."
+)
 
 
 def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
@@ -93,9 +99,11 @@ class RunGroup(click.Group):
 
     def get_command(self, ctx, name):
         """A command for pipeline ``name``, or None."""
-        if name not in registry.names():
+        try:
+            spec = registry.get(name)  # imports only that pipeline's module
+        except UnknownPipeline:
             return None
-        return self.pipeline_command(registry.get(name))
+        return self.pipeline_command(spec)
 
     def pipeline_command(self, spec: registry.Pipeline) -> click.Command:
         """The ``run`` command of one pipeline."""
@@ -155,7 +163,7 @@ class BenchGroup(RunGroup):
         )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(daskgpu.__version__, prog_name="daskgpu")
 def app():
     """daskgpu: large array and dataframe computations on the GPUs you choose."""

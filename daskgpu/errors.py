@@ -1,4 +1,7 @@
-"""Errors explained in one line: bad input or environment (exit code 2), a run that failed (1)."""
+"""Errors explained in one line: bad input or environment (2), a run that could not finish (1, 3).
+
+The exit codes of the command line: 1 when the workers died, 3 when a task raised.
+"""
 
 from __future__ import annotations
 
@@ -49,6 +52,36 @@ class RunFailed(DaskGPUError):
     exit_code = 1
 
 
+class TaskFailed(DaskGPUError):
+    """A task that raised an exception on a worker: the computation itself failed.
+
+    The message names the task, the worker (and its GPU) and the exception; the worker's
+    exception, with its traceback, is the ``__cause__``. The command line prints the message
+    and exits with code 3.
+
+    Attributes
+    ----------
+    task : str or None
+        The task that raised (its name, without the token).
+    worker : str or None
+        The address of the worker it raised on, where the scheduler knew it.
+    device : Device or None
+        That worker's GPU, where it is one of the run's devices.
+    """
+
+    exit_code = 3
+    task: str | None = None
+    worker: str | None = None
+    device = None
+
+
+class GPUError(TaskFailed):
+    """A CUDA error in a task (exit code 3).
+
+    Out of device memory, a CUDA runtime or driver error, or a kernel that does not compile.
+    """
+
+
 # Flags of the command line, as a Python caller spells them.
 _PYTHON_FLAGS = {
     "--overwrite": "overwrite=True",
@@ -91,5 +124,6 @@ def python_names() -> Iterator[None]:
         if getattr(exc, "python_spelling", False):
             raise
         again = type(exc)(python_spelling(str(exc)))
+        again.__dict__.update(exc.__dict__)  # what a TaskFailed knows, and its cause
         again.python_spelling = True
-        raise again from None
+        raise again from exc.__cause__

@@ -10,6 +10,9 @@ finish when the same task kills worker after worker (distributed's ``KilledWorke
 The scheduler of a cluster daskgpu starts applies the first two limits itself
 (:func:`daskgpu.config.scheduler_settings`); an existing scheduler has its own settings, so the
 client also watches the worker count while it waits, and gives up after the same timeout.
+
+A task that raises ends the run: its exception becomes one :class:`~daskgpu.errors.TaskFailed`
+line (:mod:`daskgpu.task_errors`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import dask.utils
 
 from daskgpu import config as daskgpu_config
 from daskgpu.errors import RunFailed
+from daskgpu.task_errors import task_failure
 
 WORKERS_POLL_S = 1.0  # how often a waiting client asks the scheduler for the worker count
 
@@ -106,14 +110,16 @@ def _all_done(futures: list) -> threading.Event:
     return done
 
 
-def results(client, futures: list) -> list:
-    """The results of ``futures``, in order, or :class:`RunFailed` if the workers are gone.
+def results(client, futures: list, devices=()) -> list:
+    """The results of ``futures``, in order; one line if the workers are gone or a task raised.
 
     Parameters
     ----------
     client : distributed.Client
         The client the futures belong to.
     futures : list of distributed.Future
+    devices : tuple of Device
+        The run's GPUs (none on CPU): a failed task's error names the one it ran on.
 
     Returns
     -------
@@ -126,6 +132,8 @@ def results(client, futures: list) -> list:
         A task killed ``allowed-failures + 1`` workers, the cluster had no worker for
         ``daskgpu.faults.no-workers-timeout``, or every worker was paused (its memory above
         distributed's pause threshold) for ``daskgpu.faults.paused-timeout``.
+    TaskFailed
+        A task raised an exception (:class:`GPUError` for a CUDA error), its cause.
     """
     lost, paused = _Watch("no-workers-timeout"), _Watch("paused-timeout")
     # Waiting on an event the futures set, not blocking in result(): the wait ends the moment
@@ -144,6 +152,12 @@ def results(client, futures: list) -> list:
         return [f.result() for f in futures]
     except Exception as exc:
         failed = _as_run_failed(exc)
+        if failed is not None:
+            raise failed from None
+        erred = next((f for f in futures if f.status == "error"), None)
+        if erred is None:
+            raise
+        failed = task_failure(client, exc, devices, key=erred.key, from_task=True)
         if failed is None:
             raise
-        raise failed from None
+        raise failed from exc

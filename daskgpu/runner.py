@@ -10,7 +10,7 @@ from typing import Any
 
 import dask
 
-from daskgpu import backends, faults, memory, output, registry
+from daskgpu import backends, faults, memory, output, registry, task_errors
 from daskgpu import session as sessions
 from daskgpu.backends import Backend
 from daskgpu.errors import python_names
@@ -79,7 +79,8 @@ def _compute(client, collection, backend: Backend, bar: ProgressBar | None):
             bar.start(futures)
         # One result() per future: an interrupted client.gather leaves an asyncio task whose
         # exception is reported, with a traceback, at exit.
-        results = [backends.to_host(r) for r in faults.results(client, futures)]
+        results = [backends.to_host(r)
+                   for r in faults.results(client, futures, devices=backend.devices)]
     finally:
         for future in futures:
             future.release()
@@ -124,6 +125,13 @@ def run(
     -------
     RunResult
         ``verified`` is False when the answer did not check out.
+
+    Raises
+    ------
+    DaskGPUError
+        In one line: a bad parameter (ParameterError, before anything runs), a task that
+        raised on a worker (TaskFailed; GPUError for a CUDA error, the worker's exception as
+        its cause), workers that died (RunFailed).
     """
     with python_names():
         spec = registry.get(pipeline) if isinstance(pipeline, str) else pipeline
@@ -132,12 +140,26 @@ def run(
         if backend is not None:
             chosen = replace(chosen, known_backend=backend)
         resolved = spec.resolve_for_run(chosen.backend, overwrite, **params)
-    return execute(spec, chosen, resolved, progress=progress, report=report)
+        return execute(spec, chosen, resolved, progress=progress, report=report)
 
 
 def execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool = False,
             report: str | None = None) -> RunResult:
-    """Build, compute and verify ``resolved`` on ``session`` (outputs already checked)."""
+    """Build, compute and verify ``resolved`` on ``session`` (outputs already checked).
+
+    Raises
+    ------
+    TaskFailed
+        A task raised on a worker (GPUError for a CUDA error), in one line.
+    RunFailed
+        The workers died, or stayed paused, and the run could not finish.
+    """
+    with task_errors.explained(session.client, resolved.backend.devices):
+        return _execute(spec, session, resolved, progress, report)
+
+
+def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool,
+             report: str | None) -> RunResult:
     began = time.perf_counter()
     client, backend = session.client, resolved.backend
     t0 = time.perf_counter()

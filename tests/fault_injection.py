@@ -7,6 +7,9 @@
   long it took to exit, processes left behind and output files left behind.
 - :class:`SpillWatch`: the most bytes the workers held at once (in memory and spilled) and the
   bytes they wrote to disk, sampled while a run computes.
+- :func:`inject_from_environment`: faults that ``tests/faulty_cli.py`` (``cli.py`` with a fault)
+  reads from ``DASKGPU_TEST_FAULT``: worker processes that hang as they start, or a task that
+  raises an exception named like a CUDA library's (:func:`raise_like`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+FAULTY_CLI = Path(__file__).resolve().with_name("faulty_cli.py")
+FAULT_ENV = "DASKGPU_TEST_FAULT"
 
 
 def wait_for(condition, timeout: float, interval: float = 0.05, what: str = "condition"):
@@ -186,11 +191,21 @@ def _spawning_workers(children) -> bool:
     return False
 
 
+def _listening(pid: int) -> bool:
+    try:
+        return any(c.status == psutil.CONN_LISTEN
+                   for c in psutil.Process(pid).net_connections(kind="tcp"))
+    except psutil.Error:
+        return False
+
+
 def _phase_reached(phase: str, proc, err_path: Path, output: Path | None) -> bool:
     children = descendants(proc.pid)
     stderr = err_path.read_text()
     if phase == "start":  # worker processes spawning, the cluster not yet up
         return _spawning_workers(children) and "Dashboard:" not in stderr
+    if phase == "scheduler":  # the local cluster's scheduler listens: its workers are starting
+        return _listening(proc.pid) and "Dashboard:" not in stderr
     if phase == "compute":  # the cluster is up and the run computing
         return len(children) >= 2 and "Dashboard:" in stderr
     if phase == "output":  # the output's temporary beside the target exists
@@ -201,15 +216,16 @@ def _phase_reached(phase: str, proc, err_path: Path, output: Path | None) -> boo
 def interrupt_cli(args: list[str], phase: str, signals: list[int], tmp_path: Path,
                   output: Path | None = None, env: dict | None = None,
                   between_s: float = 0.05, exit_timeout: float = 60.0,
-                  phase_timeout: float = 120.0) -> Interrupted:
+                  phase_timeout: float = 120.0, fault: dict | None = None) -> Interrupted:
     """Run ``python cli.py ARGS``, send ``signals`` once ``phase`` is reached, and watch it end.
 
     Parameters
     ----------
     args : list of str
         CLI arguments (``run``, the pipeline, its options).
-    phase : {"start", "compute", "output"}
-        When to signal: worker processes spawning; computing; the output temporary exists.
+    phase : {"start", "scheduler", "compute", "output"}
+        When to signal: worker processes spawning; the scheduler (in the CLI's process)
+        listening, before the workers are up; computing; the output temporary exists.
     signals : list of int
         Sent to the CLI process one after another, ``between_s`` apart (two SIGINTs: a double
         Ctrl-C).
@@ -218,6 +234,9 @@ def interrupt_cli(args: list[str], phase: str, signals: list[int], tmp_path: Pat
     output : Path, optional
         The run's ``--output``: needed for ``phase="output"``; afterwards neither it nor a
         temporary beside it may exist (``leftover_files`` lists any).
+    fault : dict, optional
+        Run ``tests/faulty_cli.py`` with this fault (:func:`fault_env`'s keywords) instead of
+        ``cli.py``.
 
     Returns
     -------
@@ -228,10 +247,13 @@ def interrupt_cli(args: list[str], phase: str, signals: list[int], tmp_path: Pat
     out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
     environment = dict(os.environ if env is None else env)
     environment.pop("CUDA_VISIBLE_DEVICES", None)
+    program = ROOT / "cli.py"
+    if fault is not None:
+        environment, program = fault_env(environment, **fault), FAULTY_CLI
     with open(out_path, "w") as out, open(err_path, "w") as err:
         # Default signal handling in the child, as in a terminal, whatever this process has
         # (a background job of a script ignores SIGINT, and a child would inherit that).
-        proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *args], stdout=out,
+        proc = subprocess.Popen([sys.executable, str(program), *args], stdout=out,
                                 stderr=err, env=environment, cwd=ROOT, start_new_session=True,
                                 preexec_fn=_default_signals)
     recorded: set = set()
@@ -315,3 +337,110 @@ class SpillWatch(threading.Thread):
         """Sample until stopped."""
         while not self.stop.wait(self.interval):
             self.sample()
+
+
+# --------------------------------------------------------------------------- faults in a CLI run
+
+
+def exception_like(module: str, name: str, message: str) -> Exception:
+    """An exception of class ``module.name``: a builtin, or a class made here with that name.
+
+    A made class stands for a CUDA library's (``cupy.cuda.memory.OutOfMemoryError``) where the
+    library is not installed; raised on a worker, distributed pickles it by value, so that it
+    comes back to the client with its module and name.
+    """
+    import builtins
+
+    if module == "builtins":
+        return getattr(builtins, name)(message)
+    return type(name, (Exception,), {"__module__": module})(message)
+
+
+def raise_like(block, module: str, name: str, message: str):
+    """A task (``map_blocks``): raise :func:`exception_like` on the worker."""
+    raise exception_like(module, name, message)
+
+
+def _never_checked(workload, raw):
+    from daskgpu.registry import Verification
+
+    return Verification(False, "the failing task should have ended the run")
+
+
+def failing_pipeline(module: str, name: str, message: str):
+    """An unregistered pipeline, ``failing-task``, whose tasks raise :func:`raise_like`."""
+    from daskgpu.registry import Pipeline, Workload
+
+    def prepare(resolved):
+        import dask.array as da
+        import numpy as np
+
+        blocks = da.from_array(np.ones(100), chunks=50)  # NumPy blocks, whatever the backend
+        failing = blocks.map_blocks(raise_like, module, name, message, dtype=float)
+        return Workload(failing.sum(), 100, 800, description={"fault": f"{module}.{name}"})
+
+    return Pipeline("failing-task", "every task raises", (), prepare, _never_checked)
+
+
+def fault_env(env: dict | None = None, **fault) -> dict:
+    """``env`` (default: this process's) with ``fault`` set for :func:`inject_from_environment`.
+
+    ``hang="worker-start"``: every worker process hangs as it starts, so the cluster start never
+    ends; ``hang="nanny-start"``: the same, but in the client's process (the nannies of a local
+    cluster live there), before any worker process exists. ``raise_=(module, name, message)``:
+    the pipeline ``failing-task`` is registered, its tasks raising :func:`raise_like`.
+    """
+    import json
+
+    environment = dict(os.environ if env is None else env)
+    environment[FAULT_ENV] = json.dumps({k.rstrip("_"): v for k, v in fault.items()})
+    return environment
+
+
+def inject_from_environment(main_name: str) -> None:
+    """Install the fault ``DASKGPU_TEST_FAULT`` names; ``main_name`` is the caller's ``__name__``.
+
+    Called at the top of ``tests/faulty_cli.py``, which multiprocessing imports again, as
+    ``__mp_main__``, in every worker process it spawns: there a ``hang`` fault never returns.
+    """
+    import json
+
+    fault = json.loads(os.environ.get(FAULT_ENV) or "{}")
+    if fault.get("hang") == "worker-start" and main_name == "__mp_main__":
+        while True:
+            time.sleep(3600)
+    if fault.get("hang") == "nanny-start" and main_name == "__main__":
+        import asyncio
+
+        from distributed import Nanny
+
+        async def never_starts(self):
+            await asyncio.sleep(10**6)
+
+        Nanny.start_unsafe = never_starts
+    if "raise" in fault and main_name == "__main__":
+        from daskgpu import registry
+
+        spec = failing_pipeline(*fault["raise"])
+        registry.pipeline(spec.name, spec.summary, spec.params, spec.verify)(spec.prepare)
+
+
+def working_pipeline(verify):
+    """An unregistered pipeline, ``working-task``: a sum of ones, checked by ``verify``."""
+    from daskgpu.registry import Pipeline, Workload
+
+    def prepare(resolved):
+        import dask.array as da
+        import numpy as np
+
+        return Workload(da.from_array(np.ones(100), chunks=50).sum(), 100, 800)
+
+    return Pipeline("working-task", "a sum of ones", (), prepare, verify)
+
+
+def run_faulty_cli(*args, env: dict | None = None, timeout: float = 180, **fault):
+    """``python tests/faulty_cli.py ARGS`` with ``fault`` (:func:`fault_env`'s keywords)."""
+    environment = fault_env(env, **fault)
+    environment.pop("CUDA_VISIBLE_DEVICES", None)
+    return subprocess.run([sys.executable, str(FAULTY_CLI), *args], capture_output=True,
+                          text=True, env=environment, timeout=timeout, cwd=ROOT)
