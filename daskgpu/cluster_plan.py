@@ -14,14 +14,14 @@ carries a plan out.
 
 from __future__ import annotations
 
-import math
+import importlib.util
 import os
 from dataclasses import dataclass, field
 
+import dask.config
 import dask.system
-import dask.utils
 
-from daskgpu import backends, devices, security
+from daskgpu import backends, devices, memory_sizes, security
 from daskgpu import config as daskgpu_config
 from daskgpu.backends import Backend
 from daskgpu.devices import Device, Inventory
@@ -45,6 +45,9 @@ class ClusterPlan:
         Keyword arguments for the cluster class (or ``Client`` for ``external``).
     notices : list of str
         One-line messages for the user (e.g. why the run falls back to CPU).
+    worker_config : dict
+        ``dask.config`` settings in force while the cluster starts: the nannies hand them to
+        their workers (``distributed.nanny.environ``, ``daskgpu.worker.*``).
     """
 
     kind: str
@@ -53,6 +56,7 @@ class ClusterPlan:
     threads_per_worker: int | None = None
     options: dict = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
+    worker_config: dict = field(default_factory=dict)
 
     @property
     def backend(self) -> Backend | None:
@@ -78,6 +82,19 @@ def describe(p: ClusterPlan) -> str:
         gpus = ", ".join(d.label for d in p.devices)
         return f"Starting {len(p.devices)} GPU worker(s) on GPU {gpus}"
     return f"Starting {p.n_workers} CPU worker(s) x {p.threads_per_worker} thread(s)"
+
+
+def describe_failure(p: ClusterPlan, exc: Exception) -> str:
+    """One line for a plan whose cluster failed to start with ``exc``, with what to try."""
+    what = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    if p.kind != "gpu":
+        return f"the CPU cluster failed to start ({what})"
+    gpus = ", ".join(d.label for d in p.devices)
+    hint = "check `nvidia-smi` and that dask-cuda matches the installed CUDA"
+    if "%d format" in str(exc):
+        hint = ("dask-cuda cannot place a MIG instance when NVML cannot report its GPU's CPU "
+                "affinity; select whole GPUs by index")
+    return f"the GPU cluster on GPU {gpus} failed to start ({what}); {hint}"
 
 
 def plan(
@@ -130,7 +147,7 @@ def plan(
     common = {
         "dashboard_address": dashboard_address,
         "host": host,
-        "memory_limit": _memory_size(memory_limit, "--memory-limit", allow_auto=True),
+        "memory_limit": memory_sizes.parse(memory_limit, "--memory-limit", allow_auto=True),
         "preload": ["daskgpu.worker_setup"],
     }
     if not dashboard:
@@ -139,8 +156,8 @@ def plan(
         common["dashboard_address"] = None
         common["scheduler_kwargs"] = {"dashboard": False, "dashboard_address": f"{LOOPBACK}:0"}
     gpu_only = {
-        "rmm_pool_size": _memory_size(rmm_pool_size, "--rmm-pool-size"),
-        "device_memory_limit": _memory_size(device_memory_limit, "--device-memory-limit"),
+        "rmm_pool_size": memory_sizes.parse(rmm_pool_size, "--rmm-pool-size", allow_zero=False),
+        "device_memory_limit": memory_sizes.parse(device_memory_limit, "--device-memory-limit"),
     }
     p = _plan_local(gpus, cpu, workers, threads_per_worker, common, gpu_only, protocol, inventory)
     p.notices.extend(exposed)
@@ -192,72 +209,57 @@ def _plan_local(gpus, cpu, workers, threads_per_worker, common, gpu_only, protoc
         )
     if protocol not in ("tcp", "ucx", "ucxx"):
         raise ClusterError(f"--protocol {protocol}: choose tcp or ucx")
+    by_index = _hand_over_by_index()
     options = {
         **common,
-        "CUDA_VISIBLE_DEVICES": [d.uuid for d in chosen],
+        "CUDA_VISIBLE_DEVICES": [_handed_over(d, by_index) for d in chosen],
         "n_workers": len(chosen),
         "threads_per_worker": threads_per_worker or 1,
         "protocol": protocol,
         **{k: v for k, v in gpu_only.items() if v is not None},
     }
-    return ClusterPlan("gpu", chosen, len(chosen), threads_per_worker or 1, options)
+    worker_config = {}
+    if by_index:
+        environ = {**dask.config.get("distributed.nanny.environ", {}),
+                   "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        worker_config["distributed.nanny.environ"] = environ
+    if gpu_only["rmm_pool_size"] is not None:
+        _require_rmm()
+        # dask-cuda routes CuPy to the pool; daskgpu's worker setup routes Numba (the kernels).
+        options["rmm_allocator_external_lib_list"] = ["cupy"]
+        worker_config["daskgpu.worker.rmm-for-numba"] = True
+    return ClusterPlan("gpu", chosen, len(chosen), threads_per_worker or 1, options,
+                       worker_config=worker_config)
 
 
-def _memory_size(value, option: str = "memory size", allow_auto: bool = False):
-    """A memory size as dask and dask-cuda read it, checked: bytes, a fraction, or text.
+def _hand_over_by_index() -> bool:
+    """Whether workers can be handed whole GPUs by nvidia-smi index.
 
-    ``"0.8"`` -> 0.8 (a fraction of the memory), ``"20000000000"`` -> bytes, ``"5GB"`` stays
-    text; ``"auto"`` where ``allow_auto``.
-
-    >>> _memory_size("0.8"), _memory_size("20000000000"), _memory_size("5GB")
-    (0.8, 20000000000, '5GB')
-
-    Raises
-    ------
-    ClusterError
-        For text that is no size, a negative or non-finite number, or a fraction above 1.
+    dask-cuda formats the device with ``%d`` when NVML cannot report a GPU's CPU affinity
+    (common in VMs and containers), so a UUID there fails the whole start. An index means the
+    same GPU to CUDA only in PCI bus order, which the workers get unless the user has chosen
+    another order.
     """
-    if value is None:
-        return None
-    if allow_auto and isinstance(value, str) and value.strip().lower() == "auto":
-        return "auto"
-    wrong = ClusterError(
-        f"{option} {value!r}: use bytes with a unit (20GB, 512MiB) or a fraction of the "
-        f"memory (0.8){', or auto' if allow_auto else ''}"
-    )
-    if isinstance(value, bool):
-        raise wrong
-    number = value
-    if isinstance(value, str):
-        text = value.strip()
-        number = _plain_number(text)
-        if number is None:
-            try:
-                size = dask.utils.parse_bytes(text)
-            except (ValueError, OverflowError):
-                raise wrong from None
-            if not 0 <= size < 2**63:
-                raise wrong
-            return text
-    if isinstance(number, float):
-        if not math.isfinite(number) or number < 0:
-            raise wrong
-        if number > 1:  # not a fraction: whole bytes, or nothing
-            if not number.is_integer() or number >= 2**63:
-                raise wrong
-            number = int(number)
-    elif not 0 <= number < 2**63:
-        raise wrong
-    return number
+    return os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID") == "PCI_BUS_ID"
 
 
-def _plain_number(text: str) -> int | float | None:
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except (ValueError, OverflowError):
-            continue
-    return None
+def _handed_over(device: Device, by_index: bool) -> str:
+    """How a worker is told its device: the nvidia-smi index, or the UUID (MIG, other order)."""
+    if by_index and device.mig_index is None:
+        return str(device.index)
+    return device.uuid
+
+
+def _rmm_installed() -> bool:
+    return importlib.util.find_spec("rmm") is not None
+
+
+def _require_rmm() -> None:
+    if not _rmm_installed():
+        raise ClusterError(
+            "--rmm-pool-size needs RMM, which is not installed: pip install rmm-cu13 (CUDA 13) "
+            "or rmm-cu12 (CUDA 12), or leave the option out"
+        )
 
 
 def _check_counts(workers: int | None, threads_per_worker: int | None) -> None:

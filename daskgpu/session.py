@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 
 import dask.config
 
-from daskgpu import backends, interrupts, security
+from daskgpu import backends, interrupts, security, worker_setup
 from daskgpu import config as daskgpu_config
 from daskgpu import dashboard as dashboards
 from daskgpu.backends import Backend
-from daskgpu.cluster_plan import LOOPBACK, ClusterPlan, plan
+from daskgpu.cluster_plan import LOOPBACK, ClusterPlan, describe_failure, plan
 from daskgpu.devices import Device
-from daskgpu.errors import ClusterError, python_names
+from daskgpu.errors import ClusterError, DaskGPUError, python_names
 
 log = logging.getLogger("daskgpu")
 
@@ -136,20 +136,31 @@ def _start_local(p: ClusterPlan, notices: list[str]):
 
     cls = _local_cuda_cluster_class() if p.kind == "gpu" else LocalCluster
     # Ctrl-C waits for the start to end (then the cluster is closed); the scheduler reads
-    # daskgpu's fault settings as it starts.
+    # daskgpu's fault settings, and the nannies the workers' settings, as they start.
     interrupts.quiet_interrupted_syncs()
+    settings = {**daskgpu_config.scheduler_settings(), **p.worker_config}
     with interrupts.interrupts_deferred(), warnings.catch_warnings(record=True) as caught, \
-            dask.config.set(daskgpu_config.scheduler_settings()):
+            dask.config.set(settings):
         warnings.simplefilter("always")
-        # Workers log only what is critical: a run's failures reach the client, which says
-        # them in one line; a worker cut off from a closing scheduler is no news.
-        cluster = cls(silence_logs=logging.CRITICAL, **p.options)
+        try:
+            # Workers log only what is critical: a run's failures reach the client, which
+            # says them in one line; a worker cut off from a closing scheduler is no news.
+            cluster = cls(silence_logs=logging.CRITICAL, **p.options)
+        except (KeyboardInterrupt, DaskGPUError):
+            raise
+        except Exception as exc:
+            raise ClusterError(describe_failure(p, exc)) from None
     for w in caught:
         text = str(w.message)
         if "already in use" in text:
             notices.append(
                 f"Dashboard port {p.options['dashboard_address']} is busy; serving it on "
                 f"port {cluster.scheduler.http_server.port} instead."
+            )
+        elif "Cannot get CPU affinity" in text:
+            notices.append(
+                "NVML cannot say which CPUs are closest to the GPUs (common in VMs and "
+                "containers); GPU workers may run on any core."
             )
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -218,16 +229,25 @@ def start(p: ClusterPlan) -> Iterator[Session]:
             _no_cuda_context_here()
             client = Client(cluster, set_as_default=False)
             _wait_for_workers(client, p.n_workers)
+            if p.worker_config.get("daskgpu.worker.rmm-for-numba"):
+                worker_setup.check_rmm_routing(client)
             dashboard = None
             if p.options.get("dashboard_address"):
                 dashboard = dashboards.where_served(dashboards.link_of(client), cluster)
             session = Session(client, p.backend, p.kind, p.n_workers, p.threads_per_worker,
                               time.perf_counter() - began, dashboard, tuple(notices))
-        with client.as_current():
+        with client.as_current(), dask.config.set(_while_running(p)):
             yield session
     finally:
         with interrupts.closing():  # a second Ctrl-C waits until the cluster is closed
             _close(client, cluster)
+
+
+def _while_running(p: ClusterPlan) -> dict:
+    # Client-side, while a started cluster lives: a nanny restarting a killed worker on a busy
+    # machine may take over distributed's 15 s, after which the cluster closes it for good.
+    timeout = daskgpu_config.get("faults.no-workers-timeout")
+    return {} if p.kind == "external" else {"distributed.deploy.lost-worker-timeout": timeout}
 
 
 def _close(client, cluster) -> None:

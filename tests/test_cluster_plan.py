@@ -15,13 +15,14 @@ from conftest import TWO_GPUS
 
 import daskgpu
 import daskgpu.backends
-from daskgpu import cluster_plan, devices
+from daskgpu import cluster_plan, devices, worker_setup
 from daskgpu import session as sessions
 from daskgpu.errors import BackendUnavailable, ClusterError, DaskGPUError, DeviceSelectionError
 
 UUID0 = TWO_GPUS["gpus"][0]["uuid"]
 UUID1 = TWO_GPUS["gpus"][1]["uuid"]
-GPU_ONLY = ("CUDA_VISIBLE_DEVICES", "rmm_pool_size", "device_memory_limit", "protocol")
+GPU_ONLY = ("CUDA_VISIBLE_DEVICES", "rmm_pool_size", "device_memory_limit", "protocol",
+            "rmm_allocator_external_lib_list")
 
 
 @pytest.fixture
@@ -50,11 +51,13 @@ def _no_cuda_cluster():
 # GPU plans
 
 
-def test_gpu_plan_hands_each_worker_its_device_by_uuid(gpus):
+def test_gpu_plan_hands_each_worker_its_gpu_by_index_in_pci_order(gpus):
     p = cluster_plan.plan(gpus="1,0", threads_per_worker=3)
     assert p.kind == "gpu"
     assert p.devices == [gpus.devices[1], gpus.devices[0]]
-    assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1, UUID0]
+    # dask-cuda 26.10 fails the whole start on a UUID where NVML has no CPU affinity.
+    assert p.options["CUDA_VISIBLE_DEVICES"] == ["1", "0"]
+    assert p.worker_config["distributed.nanny.environ"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert p.n_workers == p.options["n_workers"] == 2
     assert p.threads_per_worker == p.options["threads_per_worker"] == 3
     assert p.options["dashboard_address"] == "127.0.0.1:8787"
@@ -67,12 +70,13 @@ def test_gpu_plan_hands_each_worker_its_device_by_uuid(gpus):
 
 def test_gpu_plan_one_gpu_and_default_threads(gpus):
     p = cluster_plan.plan(gpus=UUID1)
-    assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1]
+    assert p.options["CUDA_VISIBLE_DEVICES"] == ["1"]
     assert p.n_workers == 1
     assert p.options["threads_per_worker"] == 1
 
 
-def test_gpu_plan_passes_gpu_options_through_when_given(gpus):
+def test_gpu_plan_passes_gpu_options_through_when_given(gpus, monkeypatch):
+    monkeypatch.setattr(cluster_plan, "_rmm_installed", lambda: True)
     p = cluster_plan.plan(
         gpus="0",
         rmm_pool_size="2GB",
@@ -103,15 +107,15 @@ def test_dashboard_default_comes_from_config(gpus):
 def test_gpu_plan_by_default_takes_every_gpu(gpus):
     p = cluster_plan.plan()
     assert p.kind == "gpu"
-    assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID0, UUID1]
+    assert p.options["CUDA_VISIBLE_DEVICES"] == ["0", "1"]
     assert p.notices == []
 
 
 def test_gpu_plan_honours_preset_cuda_visible_devices(gpus, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     p = cluster_plan.plan(gpus="0")
-    assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1]
-    assert cluster_plan.plan().options["CUDA_VISIBLE_DEVICES"] == [UUID1]
+    assert p.options["CUDA_VISIBLE_DEVICES"] == ["1"]
+    assert cluster_plan.plan().options["CUDA_VISIBLE_DEVICES"] == ["1"]
 
 
 def test_gpu_plan_uses_the_inventory_it_is_given(fake_nvml, monkeypatch):
@@ -120,7 +124,7 @@ def test_gpu_plan_uses_the_inventory_it_is_given(fake_nvml, monkeypatch):
     fake_nvml({"error": "DriverNotLoaded"})  # reading NVML again would find nothing
     monkeypatch.setattr(daskgpu.backends, "gpu_stack_missing", lambda: [])
     p = cluster_plan.plan(gpus="1", inventory=inv)
-    assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1]
+    assert p.options["CUDA_VISIBLE_DEVICES"] == ["1"]
 
 
 def test_gpu_plan_rejects_unknown_protocol(gpus):
@@ -150,12 +154,16 @@ def recording_cluster(monkeypatch):
     return RecordingCluster
 
 
-def test_start_gpu_plan_gives_cluster_class_the_uuids(gpus, recording_cluster):
+def test_start_gpu_plan_gives_cluster_class_the_devices(gpus, recording_cluster, monkeypatch):
+    monkeypatch.setattr(cluster_plan, "_rmm_installed", lambda: True)
+    routed = []  # the in-process workers' preload routes Numba to RMM (rmm is not here)
+    monkeypatch.setattr(worker_setup, "route_numba_to_rmm", lambda: routed.append(True))
     p = cluster_plan.plan(gpus="1,0", rmm_pool_size="1GB", device_memory_limit="10GB",
                           dashboard=False)
     with sessions.start(p) as client:
         (kwargs,) = recording_cluster.received
-        assert kwargs["CUDA_VISIBLE_DEVICES"] == [UUID1, UUID0]
+        assert kwargs["CUDA_VISIBLE_DEVICES"] == ["1", "0"]
+        assert kwargs["rmm_allocator_external_lib_list"] == ["cupy"]
         assert kwargs["n_workers"] == 2
         assert kwargs["threads_per_worker"] == 1
         assert kwargs["rmm_pool_size"] == "1GB"
@@ -173,6 +181,7 @@ def test_start_gpu_plan_gives_cluster_class_the_uuids(gpus, recording_cluster):
         assert got.notices == ()
         assert distributed.default_client() is client.client
         assert client.submit(sum, [1, 2, 3]).result() == 6
+        assert routed == [True, True]
     assert client.status == "closed"
     (made,) = recording_cluster.made
     assert made.status.name == "closed"
@@ -497,12 +506,13 @@ def test_empty_cuda_visible_devices_without_gpus_option_runs_on_cpu(gpus, monkey
         cluster_plan.plan(gpus="0")
 
 
-def test_memory_sizes_are_handed_over_as_dask_cuda_reads_them(gpus):
+def test_memory_sizes_are_handed_over_as_dask_cuda_reads_them(gpus, monkeypatch):
+    monkeypatch.setattr(cluster_plan, "_rmm_installed", lambda: True)
     p = cluster_plan.plan(gpus="0", device_memory_limit="0.8", rmm_pool_size="20GB")
     assert p.options["device_memory_limit"] == 0.8
     assert p.options["rmm_pool_size"] == "20GB"
-    pool = cluster_plan.plan(gpus="0", rmm_pool_size="1000000").options["rmm_pool_size"]
-    assert pool == 1_000_000
+    pool = cluster_plan.plan(gpus="0", rmm_pool_size="100000000").options["rmm_pool_size"]
+    assert pool == 100_000_000
     with pytest.raises(ClusterError, match="--rmm-pool-size 'lots'"):
         cluster_plan.plan(gpus="0", rmm_pool_size="lots")
 
@@ -609,3 +619,78 @@ def test_host_memory_limit_is_checked_before_anything_starts(limit):
                                                ("0", 0), (2**30, 2**30)])
 def test_host_memory_limit_is_handed_over_as_distributed_reads_it(limit, handed):
     assert cluster_plan.plan(cpu=True, memory_limit=limit).options["memory_limit"] == handed
+
+
+# --------------------------------------------------------------------------------------------
+# How devices and memory sizes reach dask-cuda
+
+
+def test_gpus_keep_their_uuid_where_the_user_chose_another_cuda_order(gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    p = cluster_plan.plan(gpus="1,0")
+    assert p.options["CUDA_VISIBLE_DEVICES"] == [UUID1, UUID0]
+    assert "distributed.nanny.environ" not in p.worker_config
+
+
+def test_mig_instances_are_handed_over_by_uuid(fake_nvml, monkeypatch):
+    mig = "MIG-7c1d2e3f-0000-1111-2222-333344445555"
+    fake_nvml({"gpus": [TWO_GPUS["gpus"][0],
+                        {**TWO_GPUS["gpus"][1], "migs": [{"uuid": mig, "memory_total": 2**34}]}]})
+    monkeypatch.setattr(daskgpu.backends, "gpu_stack_missing", lambda: [])
+    p = cluster_plan.plan(gpus=f"0,{mig}")
+    assert p.options["CUDA_VISIBLE_DEVICES"] == ["0", mig]
+
+
+def test_rmm_pool_without_rmm_is_one_line_before_anything_starts(gpus, monkeypatch):
+    monkeypatch.setattr(cluster_plan, "_rmm_installed", lambda: False)
+    with pytest.raises(ClusterError, match="needs RMM, which is not installed") as caught:
+        cluster_plan.plan(gpus="0", rmm_pool_size="20GB")
+    assert _one_line(caught.value) and "pip install rmm-cu13" in str(caught.value)
+
+
+def test_rmm_pool_routes_cupy_and_numba_allocations_to_it(gpus, monkeypatch):
+    monkeypatch.setattr(cluster_plan, "_rmm_installed", lambda: True)
+    p = cluster_plan.plan(gpus="0", rmm_pool_size="20GB")
+    assert p.options["rmm_allocator_external_lib_list"] == ["cupy"]
+    assert p.worker_config["daskgpu.worker.rmm-for-numba"] is True
+    plain = cluster_plan.plan(gpus="0")
+    assert "rmm_allocator_external_lib_list" not in plain.options
+    assert "daskgpu.worker.rmm-for-numba" not in plain.worker_config
+
+
+@pytest.mark.parametrize("option", ["memory_limit", "device_memory_limit", "rmm_pool_size"])
+@pytest.mark.parametrize(("given", "handed"), [("1", 1.0), (1, 1.0), ("0.25", 0.25),
+                                               ("2GB", "2GB"), ("3000000000", 3_000_000_000)])
+def test_memory_sizes_mean_the_same_for_host_and_device(gpus, monkeypatch, option, given,
+                                                        handed):
+    monkeypatch.setattr(cluster_plan, "_rmm_installed", lambda: True)
+    got = cluster_plan.plan(gpus="0", **{option: given}).options[option]
+    assert got == handed and type(got) is type(handed)
+
+
+@pytest.mark.parametrize("option", ["memory_limit", "device_memory_limit", "rmm_pool_size"])
+@pytest.mark.parametrize("given", ["5", "1000", "100B", "2KiB", 1.5])
+def test_sizes_that_cannot_be_meant_are_refused(gpus, monkeypatch, option, given):
+    monkeypatch.setattr(cluster_plan, "_rmm_installed", lambda: True)
+    flag = "--" + option.replace("_", "-")
+    with pytest.raises(ClusterError, match=flag) as caught:
+        cluster_plan.plan(gpus="0", **{option: given})
+    assert _one_line(caught.value) and "0.8" in str(caught.value)
+
+
+def test_an_empty_rmm_pool_is_refused(gpus, monkeypatch):
+    monkeypatch.setattr(cluster_plan, "_rmm_installed", lambda: True)
+    with pytest.raises(ClusterError, match="leave --rmm-pool-size out"):
+        cluster_plan.plan(gpus="0", rmm_pool_size="0")
+
+
+def test_a_failed_gpu_cluster_start_is_one_line(gpus, monkeypatch):
+    def failing(**kwargs):
+        raise TypeError("%d format: a real number is required, not str")
+
+    monkeypatch.setattr(sessions, "_local_cuda_cluster_class", lambda: failing)
+    p = cluster_plan.plan(gpus="1", dashboard=False)
+    with pytest.raises(ClusterError, match="GPU cluster on GPU 1 failed to start") as caught:
+        with sessions.start(p):
+            pass
+    assert _one_line(caught.value) and "MIG" in str(caught.value)

@@ -1,6 +1,8 @@
 """Real GPU runs (skipped where no GPU with cupy and dask-cuda is found).
 
 The same behaviour is covered on CPU by test_mean_pipeline, test_cluster_plan and test_cli.
+Device data is inspected on the workers, never fetched here: a CuPy array in this process
+would make a CUDA context here, which the design forbids (and which every test checks).
 """
 
 from __future__ import annotations
@@ -22,6 +24,30 @@ def gpu_client():
         yield client
 
 
+def _pids_on_gpu0() -> set[int]:
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return {p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+@pytest.fixture(autouse=True)
+def no_cuda_context_here():
+    """After every test: this process holds no CUDA context (whatever ran before it)."""
+    yield
+    assert os.getpid() not in _pids_on_gpu0(), "the test process made a CUDA context"
+
+
+def _describe_block(block) -> dict:
+    """On the worker: what a block is, without moving it."""
+    return {"module": type(block).__module__.split(".")[0], "dtype": str(block.dtype),
+            "min": float(block.min()), "max": float(block.max())}
+
+
 def test_mean_pipeline_on_gpu_is_verified(gpu_client):
     result = daskgpu.run("mean-pipeline", client=gpu_client, size=8000, seed=3)
     assert result.backend == "gpu" and result.verified, result.verification
@@ -37,9 +63,10 @@ def test_gpu_blocks_are_cupy_and_uniform(gpu_client):
     from daskgpu import synthetic
 
     arr = synthetic.uniform((1000, 1000), (500, 1000), "float32", 1, backend)
-    block = gpu_client.compute(arr.blocks[0, 0]).result()
-    assert isinstance(block, cupy.ndarray) and block.dtype == np.float32
-    assert 0 <= float(block.min()) and float(block.max()) < 1
+    block = gpu_client.persist(arr.blocks[0, 0])
+    seen = gpu_client.submit(_describe_block, block).result()
+    assert seen["module"] == cupy.__name__ and seen["dtype"] == str(np.dtype(np.float32))
+    assert 0 <= seen["min"] and seen["max"] < 1
 
 
 def test_npy_input_matches_cpu(gpu_client, cpu_client, tmp_path):
@@ -53,16 +80,8 @@ def test_npy_input_matches_cpu(gpu_client, cpu_client, tmp_path):
 
 
 def test_client_process_holds_no_cuda_context(gpu_client):
-    import pynvml
-
     daskgpu.run("mean-pipeline", client=gpu_client, size=2000)
-    pynvml.nvmlInit()
-    try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        pids = {p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)}
-    finally:
-        pynvml.nvmlShutdown()
-    assert os.getpid() not in pids
+    assert os.getpid() not in _pids_on_gpu0()
 
 
 def test_histogram_pipeline_on_gpu_matches_cpu(gpu_client, cpu_client, tmp_path):

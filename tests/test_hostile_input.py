@@ -23,7 +23,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import pipelines  # noqa: F401  (registers the built-in pipelines)
-from daskgpu import array_input, chunking, cluster_plan, devices, registry, table_input
+from daskgpu import (
+    array_input,
+    chunking,
+    cluster_plan,
+    devices,
+    memory_sizes,
+    registry,
+    table_input,
+)
 from daskgpu.errors import (
     ClusterError,
     DaskGPUError,
@@ -361,7 +369,7 @@ MEMORY = st.one_of(st.text(), st.lists(st.sampled_from(
 @example(text="1e300GB")
 def test_memory_size_is_a_value_or_a_cluster_error(text):
     try:
-        cluster_plan._memory_size(text)
+        memory_sizes.parse(text)
     except ClusterError as exc:
         assert _one_line(exc)
 
@@ -382,7 +390,7 @@ def test_worker_counts_are_checked(workers, threads):
 @pytest.mark.parametrize("text", ["nan", "-5", "inf", "1e400", "1.5", "1e300GB", "-2GB", "x"])
 def test_memory_size_refuses_meaningless_sizes(text):
     with pytest.raises(ClusterError):
-        cluster_plan._memory_size(text)
+        memory_sizes.parse(text)
 
 
 # --------------------------------------------------------- A2. the command line, for real

@@ -7,8 +7,10 @@ Put this directory first on ``sys.path`` (or ``PYTHONPATH`` for a subprocess) an
 - ``{"gpus": [{"name": ..., "uuid": ..., "memory_total": ..., "memory_free": ...,
   "pci_bus_id": ..., "migs": [{"uuid": ..., "memory_total": ...}, ...]}, ...]}``.
 
-Only the calls daskgpu and distributed's dashboard and system monitor make are implemented; a
-GPU's ``utilization`` (percent, default 37) is reported as its utilisation.
+Only the calls daskgpu, dask-cuda and distributed's dashboard and system monitor make are
+implemented; a GPU's ``utilization`` (percent, default 37) is reported as its utilisation.
+``"cpu_affinity": "unsupported"`` at the top level makes ``nvmlDeviceGetCpuAffinity`` fail as it
+does in many VMs and containers.
 """
 
 import json
@@ -130,6 +132,21 @@ def nvmlDeviceGetHandleByUUID(uuid):
             if mig["uuid"] == text:
                 return ("mig", index, slot)
     raise NVMLError_NotFound("Not Found")
+
+
+def nvmlDeviceIsMigDeviceHandle(handle):
+    return handle[0] == "mig"
+
+
+def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle):
+    return ("gpu", handle[1], None)
+
+
+def nvmlDeviceGetCpuAffinity(handle, words):
+    if _spec().get("cpu_affinity") == "unsupported":
+        raise NVMLError_NotSupported("Not Supported")
+    every_cpu = (1 << (os.cpu_count() or 1)) - 1
+    return [(every_cpu >> (64 * i)) & (2**64 - 1) for i in range(words)]
 
 
 def nvmlDeviceGetIndex(handle):
