@@ -1,8 +1,9 @@
 """The pipeline registry: specs, the ``@pipeline`` decorator, parameter resolution and lookup.
 
-Built-in pipelines (the ``pipelines`` package next to daskgpu) are imported on first lookup;
-third-party ones register the same way through the entry-point group ``daskgpu.pipelines``. A
-plugin that fails to import gives a warning, not a crash.
+Built-in pipelines (the ``pipelines`` package next to daskgpu) are imported on first lookup,
+only the one asked for; third-party ones register the same way through the entry-point group
+``daskgpu.pipelines``, loaded when a name is not a built-in or every name is listed. A plugin
+that fails to import gives a warning, not a crash.
 
 A pipeline's parameters are resolved once, into a frozen :class:`Resolved`: every value as it
 will be used (defaults chosen for the backend, a fresh seed drawn) and the input sources already
@@ -249,16 +250,30 @@ def pipeline(
     return register
 
 
+def _builtins() -> dict[str, str]:
+    """``{name: module}`` of the built-in pipelines (empty where the package is not there)."""
+    try:
+        package = importlib.import_module(BUILTIN_PACKAGE)
+    except ModuleNotFoundError as exc:
+        if exc.name != BUILTIN_PACKAGE:
+            raise
+        return {}
+    return dict(getattr(package, "BUILTIN", {}))
+
+
+def _load_builtin(name: str) -> None:
+    module = _builtins().get(name)
+    if module is not None and name not in _REGISTRY:
+        importlib.import_module(module)
+
+
 def _load_plugins() -> None:
     global _plugins_loaded
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    try:
-        importlib.import_module(BUILTIN_PACKAGE)
-    except ModuleNotFoundError as exc:
-        if exc.name != BUILTIN_PACKAGE:
-            raise
+    for module in _builtins().values():
+        importlib.import_module(module)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             ep.load()
@@ -284,6 +299,9 @@ def get(name: str) -> Pipeline:
     UnknownPipeline
         Naming the closest match and every available pipeline.
     """
+    _load_builtin(name)
+    if name in _REGISTRY:
+        return _REGISTRY[name]
     _load_plugins()
     if name in _REGISTRY:
         return _REGISTRY[name]

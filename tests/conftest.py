@@ -13,6 +13,14 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FAKE_NVML_DIR = pathlib.Path(__file__).resolve().parent / "fake_nvml"
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Tests run in parallel processes (make test: pytest -n): command-line runs started from
+    # them would all ask for the default dashboard port and print "port busy" notices. This
+    # process keeps the packaged default (loaded first); the runs it starts take a free port.
+    import daskgpu.config  # noqa: F401
+
+    os.environ.setdefault("DASKGPU_DASHBOARD_ADDRESS", "127.0.0.1:0")
+
 TWO_GPUS = {
     "gpus": [
         {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1a2b3c4d-0000-1111-2222-333344445555",

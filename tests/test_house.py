@@ -20,6 +20,7 @@ from conftest import ROOT, run_cli
 import daskgpu
 from daskgpu import backends, registry
 from daskgpu.errors import ParameterError, python_spelling
+from pipelines import BUILTIN
 
 # What building a pipeline must never pull in: the cluster, runner and benchmark machinery.
 RUN_MACHINERY = {"daskgpu.runner", "daskgpu.session", "daskgpu.cluster_plan", "daskgpu.bench",
@@ -73,7 +74,8 @@ def test_pipelines_import_only_the_pipeline_facing_library():
 
 
 def test_importing_the_pipelines_loads_no_run_machinery():
-    code = ("import sys, pipelines; "
+    code = ("import sys, importlib, pipelines; "
+            "[importlib.import_module(m) for m in pipelines.BUILTIN.values()]; "
             "print(' '.join(sorted(m for m in sys.modules if m.startswith('daskgpu'))))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
@@ -298,3 +300,17 @@ def test_shared_options_mean_the_same_everywhere():
                 "chunks").parse, name
     dataframe = [registry.get(n) for n in ("trips-pipeline", "join-pipeline")]
     assert all("partitions" in spec.param_names for spec in dataframe)
+
+
+def test_a_run_of_one_pipeline_loads_only_its_module():
+    """`run mean-pipeline` (and a worker unpickling its tasks) must not load the others' kernels."""
+    code = ("import sys, daskgpu; daskgpu.get_pipeline('mean-pipeline'); "
+            "print(' '.join(m for m in sys.modules if m.startswith(('pipelines.', 'numba'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(proc.stdout.split())
+    assert "pipelines.mean_pipeline" in loaded
+    assert not {m for m in loaded if m.endswith("_pipeline")} - {"pipelines.mean_pipeline"}
+    assert "numba.cuda" not in loaded
+    assert set(BUILTIN) <= set(daskgpu.pipeline_names())  # listing still finds every one
