@@ -104,6 +104,27 @@ def run_cli(*args, env=None, timeout=180, cwd=None):
     )
 
 
+def assert_one_error_line(proc, started: float | None = None, *fragments, code: int = 2) -> str:
+    """A CLI run that failed with exit ``code``: no traceback, one ``error:`` line; return it.
+
+    With ``started`` (a perf_counter reading), it also ended within 30 s (refused before any
+    cluster started); each of ``fragments`` must be in the line.
+    """
+    import time
+
+    shown = f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+    assert proc.returncode == code, shown
+    assert "Traceback" not in proc.stdout + proc.stderr, shown
+    assert proc.stdout == "", shown
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), shown
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, shown)
+    if started is not None:
+        assert time.perf_counter() - started < 30, shown
+    return lines[0]
+
+
 def alive(pid: int, made: float) -> bool:
     """Whether process ``pid``, created at ``made`` (psutil's create_time), still runs."""
     import psutil

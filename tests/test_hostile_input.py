@@ -18,7 +18,14 @@ import time
 
 import numpy as np
 import pytest
-from conftest import FAKE_NVML_DIR, ROOT, TWO_GPUS, fake_nvml_env, run_cli
+from conftest import (
+    FAKE_NVML_DIR,
+    ROOT,
+    TWO_GPUS,
+    assert_one_error_line,
+    fake_nvml_env,
+    run_cli,
+)
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -400,20 +407,6 @@ def _env(gpus: bool = False) -> dict:
     env = fake_nvml_env(TWO_GPUS if gpus else {"error": "LibraryNotFound"})
     env["DASK_DISTRIBUTED__DIAGNOSTICS__NVML"] = "False"
     return env
-
-
-def assert_one_error_line(proc, started: float | None = None, *fragments):
-    shown = f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
-    assert proc.returncode == 2, shown
-    assert "Traceback" not in proc.stdout + proc.stderr, shown
-    assert proc.stdout == "", shown
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), shown
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, shown)
-    if started is not None:  # refused before any cluster started
-        assert time.perf_counter() - started < 30, shown
-    return lines[0]
 
 
 CLI_CASES = [

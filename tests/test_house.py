@@ -73,14 +73,18 @@ def test_pipelines_import_only_the_pipeline_facing_library():
     assert not reached & RUN_MACHINERY, sorted(reached & RUN_MACHINERY)
 
 
-def test_importing_the_pipelines_loads_no_run_machinery():
-    code = ("import sys, importlib, pipelines; "
-            "[importlib.import_module(m) for m in pipelines.BUILTIN.values()]; "
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith('daskgpu'))))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+def _modules_loaded_by(code: str, prefixes: tuple[str, ...]) -> set[str]:
+    """The modules starting with ``prefixes`` that running ``code`` in a fresh Python loads."""
+    report = f"; import sys; print(' '.join(m for m in sys.modules if m.startswith({prefixes!r})))"
+    proc = subprocess.run([sys.executable, "-c", code + report], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    loaded = set(proc.stdout.split())
+    return set(proc.stdout.split())
+
+
+def test_importing_the_pipelines_loads_no_run_machinery():
+    loaded = _modules_loaded_by("import importlib, pipelines; [importlib.import_module(m) for m "
+                                "in pipelines.BUILTIN.values()]", ("daskgpu",))
     assert "daskgpu.registry" in loaded
     assert not loaded & RUN_MACHINERY, sorted(loaded & RUN_MACHINERY)
 
@@ -304,12 +308,8 @@ def test_shared_options_mean_the_same_everywhere():
 
 def test_a_run_of_one_pipeline_loads_only_its_module():
     """`run mean-pipeline` (and a worker unpickling its tasks) must not load the others' kernels."""
-    code = ("import sys, daskgpu; daskgpu.get_pipeline('mean-pipeline'); "
-            "print(' '.join(m for m in sys.modules if m.startswith(('pipelines.', 'numba'))))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    loaded = set(proc.stdout.split())
+    loaded = _modules_loaded_by("import daskgpu; daskgpu.get_pipeline('mean-pipeline')",
+                                ("pipelines.", "numba"))
     assert "pipelines.mean_pipeline" in loaded
     assert not {m for m in loaded if m.endswith("_pipeline")} - {"pipelines.mean_pipeline"}
     assert "numba.cuda" not in loaded

@@ -13,7 +13,7 @@ import re
 
 import fault_injection
 import pytest
-from conftest import TWO_GPUS
+from conftest import TWO_GPUS, assert_one_error_line
 from fault_injection import exception_like, failing_pipeline, run_faulty_cli, working_pipeline
 
 import daskgpu
@@ -78,16 +78,6 @@ def test_doctests():
 FAILING_RUN = ("run", "failing-task", "--cpu", "--workers", "1", "--no-dashboard", "--quiet")
 
 
-def _one_error_line(proc) -> str:
-    shown = f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
-    assert proc.returncode == 3, shown
-    assert "Traceback" not in proc.stdout + proc.stderr, shown
-    assert proc.stdout == "", shown
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), shown
-    return lines[0]
-
-
 @pytest.mark.parametrize(
     ("fault", "expected"),
     [
@@ -102,7 +92,7 @@ def _one_error_line(proc) -> str:
 )
 def test_a_cuda_error_on_a_worker_is_one_line_and_exit_3(fault, expected):
     proc = run_faulty_cli(*FAILING_RUN, raise_=fault, timeout=120)
-    line = _one_error_line(proc)
+    line = assert_one_error_line(proc, code=3)
     # A CPU worker here: no GPU to name, but the worker that ran the task.
     assert re.match(r"error: worker tcp://127\.0\.0\.1:\d+: ", line), line
     assert re.search(expected, line), line
@@ -111,7 +101,7 @@ def test_a_cuda_error_on_a_worker_is_one_line_and_exit_3(fault, expected):
 def test_any_task_error_is_one_line_naming_the_worker_and_the_code():
     proc = run_faulty_cli(*FAILING_RUN, raise_=("builtins", "ValueError", "no such station: 'XYZ'"),
                           timeout=120)
-    line = _one_error_line(proc)
+    line = assert_one_error_line(proc, code=3)
     assert re.fullmatch(r"error: task '[\w-]+' failed on worker tcp://127\.0\.0\.1:\d+: "
                         r"ValueError: no such station: 'XYZ' \(at fault_injection\.py:\d+ in "
                         r"raise_like\)", line), line
