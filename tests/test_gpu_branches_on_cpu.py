@@ -106,3 +106,27 @@ def test_to_host_moves_device_arrays_and_frames_recursively(monkeypatch):
     assert isinstance(got["counts"], np.ndarray) and got["counts"].tolist() == [3, 4]
     assert got["total"] == 7.5 and isinstance(got["total"], float)  # 0-d: a Python scalar
     assert got["table"] is frame and got["plain"] == 2
+
+
+def _shuffle_tasks(backend) -> set[str]:
+    import daskgpu
+
+    spec = daskgpu.get_pipeline("join-pipeline")
+    workload = spec.workload(backend, rows=20_000, match=0.3, seed=1, partitions=4,
+                             broadcast="false")
+    keys = workload.collection["aggregate"].optimize().__dask_graph__().keys()
+    names = {str(k[0] if isinstance(k, tuple) else k) for k in keys}
+    return {n.rsplit("-", 1)[0] for n in names if "shuffle" in n}
+
+
+def test_join_on_gpu_workers_shuffles_with_tasks_unless_told_otherwise():
+    """dask-cudf does not take Dask's default (p2p) shuffle; a user's choice still wins."""
+    import dask
+
+    # A GPU backend computing on pandas: the choice depends on the backend, not on cuDF.
+    gpu = backends.Backend("gpu", "numpy", "pandas", (), 2, 2)
+    cpu = backends.Backend("cpu", "numpy", "pandas", (), 2, 2)
+    assert "taskshuffle" in _shuffle_tasks(gpu)
+    assert "taskshuffle" not in _shuffle_tasks(cpu)
+    with dask.config.set({"dataframe.shuffle.method": "disk"}):
+        assert "taskshuffle" not in _shuffle_tasks(gpu)
