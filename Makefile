@@ -13,7 +13,8 @@ EXTRAS := $(addsuffix $(comma),$(shell $(SHELL) tools/cuda-extra.sh))test
 endif
 ARGS ?=
 # Test processes (pytest-xdist): most tests wait on subprocesses and clusters starting, so two
-# overlap well even on two cores; more cores, up to four.
+# overlap well even on two cores; more cores, up to four. Idle processes take queued tests
+# from busy ones (worksteal): the slowest tests do not end up queued behind each other.
 TEST_PROCESSES ?= $(shell $(PYTHON) -c "import os; print(min(4, max(2, len(os.sched_getaffinity(0)))))")
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 # cupy-cuda12x and cupy-cuda13x (cudf-cu12 and cudf-cu13, ...) install the same modules: a venv
@@ -42,7 +43,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 test: lint
-	$(PY) -m pytest -n $(TEST_PROCESSES) $(ARGS)
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(ARGS)
 
 bench: install
 	$(PY) benchmarks/bench_mean.py $(ARGS)

@@ -188,9 +188,11 @@ def test_cuda_kernel_in_simulator():
         tol = {np.float64: dict(rtol=1e-13, atol=1e-15), np.float32: dict(rtol=1e-6, atol=1e-7)}
         rng = np.random.default_rng(0)
         cases = 0
+        # (10, 33): two blocks of (32, 8) threads each way; every simulated thread is costly, so
+        # float32 (the same code, other types) takes the one grid that has every path
+        shapes = {np.float64: ((10, 33), (9, 9), (1, 1), (3, 40)), np.float32: ((10, 33),)}
         for dtype in (np.float64, np.float32):
-            # (10, 33): two blocks of (32, 8) threads each way; every simulated thread is costly
-            for shape in ((10, 33), (9, 9), (1, 1), (3, 40)):
+            for shape in shapes[dtype]:
                 n, m = shape
                 u = rng.standard_normal(shape).astype(dtype)
                 d = cuda.to_device(u)
@@ -220,7 +222,7 @@ def test_cuda_kernel_in_simulator():
         print("cases", cases)
         """
     )
-    assert "cases 122" in out
+    assert "cases 77" in out
 
 
 @pytest.mark.gpu
