@@ -15,12 +15,11 @@ from rich.console import Console
 
 import cli_options
 import daskgpu
-from daskgpu import bench as benchmarks
-from daskgpu import dashboard as dashboards
-from daskgpu import devices, interrupts, registry, report, runner
-from daskgpu import session as sessions
-from daskgpu.cluster_plan import describe, plan
+from daskgpu import interrupts, registry, report
 from daskgpu.errors import DaskGPUError, UnknownPipeline
+
+# The cluster, runner and benchmark machinery (dask, distributed, numpy) load in the commands
+# that use them: `--help` and `list` do without.
 
 if getattr(sys.modules.get("__main__"), "__name__", None) == "__mp_main__":
     # This program, imported again by multiprocessing in a worker process it started. A
@@ -42,6 +41,11 @@ EXIT_CODES = (
 
 
 def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
+    from daskgpu import dashboard as dashboards
+    from daskgpu import runner
+    from daskgpu import session as sessions
+    from daskgpu.cluster_plan import describe, plan
+
     as_json = kwargs.pop("as_json")
     quiet = kwargs.pop("quiet")
     report_path = kwargs.pop("report")
@@ -60,7 +64,8 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
             err.print(note, highlight=False)
     if talk:
         err.print(f"{describe(chosen)}...", highlight=False)
-    with sessions.start(chosen) as session:
+    imported = _seconds_since_process_start()
+    with sessions.start(chosen, warm_up=spec.name) as session:
         if resolved is None:  # an existing scheduler: its workers said what they compute on
             resolved = spec.resolve_for_run(session.backend, overwrite, **params)
         if talk:
@@ -69,14 +74,30 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
             dashboards.record_task_stream(session.client)  # a page opened later shows this run
         progress = sys.stdout.isatty() and talk
         result = runner.execute(spec, session, resolved, progress=progress, report=report_path)
-        if as_json:
-            click.echo(report.as_json(result))
-        else:
-            report.show(result)
+        result.timings["import_s"] = imported
         if keep_open:
+            _show(result, as_json)
             _wait_for_ctrl_c(err, session.dashboard)
+        closing = time.perf_counter()
+    if not keep_open:
+        result.timings["close_s"] = time.perf_counter() - closing
+        result.timings["process_s"] = _seconds_since_process_start()
+        _show(result, as_json)
     if not result.verified:
         raise SystemExit(EXIT_VERIFY_FAILED)
+
+
+def _seconds_since_process_start() -> float:
+    import psutil
+
+    return max(0.0, time.time() - psutil.Process().create_time())
+
+
+def _show(result, as_json: bool) -> None:
+    if as_json:
+        click.echo(report.as_json(result))
+    else:
+        report.show(result)
 
 
 def _wait_for_ctrl_c(err: Console, dashboard: str | None) -> None:
@@ -115,6 +136,13 @@ class RunGroup(click.Group):
             short_help=spec.summary,
         )
 
+    def format_commands(self, ctx, formatter):
+        """The pipelines and their summaries, without importing any (``registry.summaries``)."""
+        rows = list(registry.summaries().items())
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def resolve_command(self, ctx, args):
         """Like click's, but an unknown pipeline gets a did-you-mean and the list."""
         if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
@@ -123,6 +151,8 @@ class RunGroup(click.Group):
 
 
 def _bench_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
+    from daskgpu import bench as benchmarks
+
     quiet = kwargs.pop("quiet")
     dashboard = not kwargs.pop("no_dashboard")
     knobs = {k: kwargs.pop(k) for k in ("repeat", "warmup", "sweep", "weak", "json_path", "plot")}
@@ -182,17 +212,19 @@ app.add_command(BenchGroup(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_pipelines(as_json):
     """List the pipelines with a one-line summary each."""
-    specs = [registry.get(n) for n in registry.names()]
+    summaries = registry.summaries()
     if as_json:
-        click.echo(report.pipelines_json(specs))
+        click.echo(report.pipelines_json(summaries))
     else:
-        Console().print(report.pipelines_table(specs))
+        Console().print(report.pipelines_table(summaries))
 
 
 @app.command("devices")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_devices(as_json):
     """List the GPUs (nvidia-smi order), or say why there are none."""
+    from daskgpu import devices
+
     inv = devices.inventory()
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if as_json:

@@ -4,28 +4,35 @@
 >>> with daskgpu.cluster(cpu=True, workers=2) as session:  # doctest: +SKIP
 ...     result = daskgpu.run("mean-pipeline", session, size=20_000)
 
-Importing daskgpu (or a pipeline) loads only what building a pipeline needs; the cluster,
-runner and benchmark machinery load on first use of :func:`cluster` or :func:`run`.
+Importing daskgpu loads nothing but this module; each name below loads its module on first use
+(a pipeline loads only what building it needs; the cluster, runner and benchmark machinery load
+on first use of :func:`cluster` or :func:`run`). Modules that read ``daskgpu.*`` settings import
+:mod:`daskgpu.config`, which loads them into dask.config.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from daskgpu import config as _config  # noqa: F401  (loads daskgpu.yaml into dask.config)
-from daskgpu.backends import Backend
-from daskgpu.backends import get as get_backend
-from daskgpu.devices import Device, inventory
-from daskgpu.devices import select as select_devices
-from daskgpu.errors import DaskGPUError
-from daskgpu.registry import Mutation, Pipeline, Resolved, Verification, Workload, pipeline
-from daskgpu.registry import get as get_pipeline
-from daskgpu.registry import names as pipeline_names
-
 __version__ = "0.1.0"
 
-# name -> (module, attribute), imported on first access
+# name -> (module, attribute), imported on first access: ``import daskgpu`` (and the CLI's
+# --help and list) load neither dask nor numpy.
 _LAZY = {
+    "Backend": ("daskgpu.backends", "Backend"),
+    "get_backend": ("daskgpu.backends", "get"),
+    "Device": ("daskgpu.devices", "Device"),
+    "inventory": ("daskgpu.devices", "inventory"),
+    "select_devices": ("daskgpu.devices", "select"),
+    "DaskGPUError": ("daskgpu.errors", "DaskGPUError"),
+    "Mutation": ("daskgpu.registry", "Mutation"),
+    "Pipeline": ("daskgpu.registry", "Pipeline"),
+    "Resolved": ("daskgpu.registry", "Resolved"),
+    "Verification": ("daskgpu.registry", "Verification"),
+    "Workload": ("daskgpu.registry", "Workload"),
+    "pipeline": ("daskgpu.registry", "pipeline"),
+    "get_pipeline": ("daskgpu.registry", "get"),
+    "pipeline_names": ("daskgpu.registry", "names"),
     "cluster": ("daskgpu.session", "cluster"),
     "Session": ("daskgpu.session", "Session"),
     "run": ("daskgpu.runner", "run"),

@@ -294,7 +294,7 @@ def bench(
         if weak and measurements:
             k = devices / measurements[0].devices
             run_params[size_name] = max(1, round(params[size_name] * k ** (1.0 / dims)))
-        with sessions.start(step_plan) as session:
+        with sessions.start(step_plan, warm_up=spec.name) as session:
             notices.extend(n for n in session.notices if n not in notices)
             if session.kind == "external":
                 devices = len(backends.scheduler_workers(session.client))

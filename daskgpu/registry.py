@@ -20,15 +20,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from daskgpu import backends
-from daskgpu.backends import Backend
 from daskgpu.errors import ParameterError, UnknownPipeline, python_names
 from daskgpu.params import Param
 from daskgpu.workload import Mutation, Verification, Workload
+
+if TYPE_CHECKING:
+    from daskgpu.backends import Backend
 
 __all__ = ["Mutation", "Pipeline", "Resolved", "Verification", "Workload", "get", "names",
            "pipeline"]
@@ -81,6 +80,8 @@ class Resolved:
 
 def fresh_seed() -> int:
     """A new random seed from the operating system's entropy (reported, so a run can repeat)."""
+    import numpy as np
+
     return int(np.random.SeedSequence().generate_state(1)[0])
 
 
@@ -100,6 +101,9 @@ class Pipeline:
       ``bench`` compares with the run's before it reports a ratio.
     - ``mutations``: alterations of the computed result that ``verify`` must catch (a test
       applies each one and requires a failed verification naming what disagreed).
+    - ``warm_up(backend_name)``, optional: run on each worker of a cluster started for this
+      pipeline while it starts, so the first compute does not pay for it: load the kernels'
+      CPU twins from Numba's cache (tiny inputs). Importing the module happens anyway.
 
     ``verify`` runs in the client with the run's cluster as Dask's scheduler: its independent
     recomputations are Dask graphs computed where the data lives, and only small results come
@@ -114,6 +118,7 @@ class Pipeline:
     settle: Callable[[Backend, dict], tuple[dict, dict]] | None = None
     baseline: Callable[[Resolved], tuple[float, Any]] | None = None
     mutations: tuple[Mutation, ...] = ()
+    warm_up: Callable[[str], None] | None = None
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -152,7 +157,10 @@ class Pipeline:
                 raise ParameterError(
                     f"{self.name} has no parameter {key!r}{hint} (parameters: {', '.join(names)})"
                 )
-        backend = backend if backend is not None else backends.get("cpu")
+        if backend is None:
+            from daskgpu import backends
+
+            backend = backends.get("cpu")
         values = {p.name: p.convert(given.get(p.name)) for p in self.params}
         inputs: dict = {}
         if self.settle is not None:
@@ -228,6 +236,7 @@ def pipeline(
     settle: Callable[[Backend, dict], tuple[dict, dict]] | None = None,
     baseline: Callable[[Resolved], tuple[float, Any]] | None = None,
     mutations: tuple[Mutation, ...] | list[Mutation] = (),
+    warm_up: Callable[[str], None] | None = None,
 ) -> Callable[[Callable[[Resolved], Workload]], Pipeline]:
     """Register the decorated ``prepare(resolved) -> Workload`` as a pipeline.
 
@@ -236,12 +245,13 @@ def pipeline(
     input sources it opened and checked (refusing bad ones before a cluster starts). The
     optional ``baseline(resolved) -> float`` times the same computation in one process without
     Dask, for ``bench``; on GPU it runs on one worker, never the client. ``mutations`` are
-    alterations of the result that ``verify`` must catch (see :class:`Mutation`).
+    alterations of the result that ``verify`` must catch (see :class:`Mutation`). The optional
+    ``warm_up(backend_name)`` readies a worker for the pipeline as it starts.
     """
 
     def register(prepare: Callable[[Resolved], Workload]) -> Pipeline:
         spec = Pipeline(name, summary, tuple(params), prepare, verify, settle, baseline,
-                        tuple(mutations))
+                        tuple(mutations), warm_up)
         if name in _REGISTRY and _REGISTRY[name].prepare is not prepare:
             raise ValueError(f"pipeline {name!r} is registered twice")
         _REGISTRY[name] = spec
@@ -250,15 +260,18 @@ def pipeline(
     return register
 
 
-def _builtins() -> dict[str, str]:
-    """``{name: module}`` of the built-in pipelines (empty where the package is not there)."""
+def _builtin_package():
     try:
-        package = importlib.import_module(BUILTIN_PACKAGE)
+        return importlib.import_module(BUILTIN_PACKAGE)
     except ModuleNotFoundError as exc:
         if exc.name != BUILTIN_PACKAGE:
             raise
-        return {}
-    return dict(getattr(package, "BUILTIN", {}))
+        return None  # daskgpu installed without its pipelines
+
+
+def _builtins() -> dict[str, str]:
+    """``{name: module}`` of the built-in pipelines (empty where the package is not there)."""
+    return dict(getattr(_builtin_package(), "BUILTIN", {}))
 
 
 def _load_builtin(name: str) -> None:
@@ -268,12 +281,11 @@ def _load_builtin(name: str) -> None:
 
 
 def _load_plugins() -> None:
+    """Import the third-party pipelines (entry points); built-ins load one by one, when asked."""
     global _plugins_loaded
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    for module in _builtins().values():
-        importlib.import_module(module)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             ep.load()
@@ -286,9 +298,24 @@ def _load_plugins() -> None:
 
 
 def names() -> list[str]:
-    """Names of every registered pipeline, sorted."""
+    """Names of every available pipeline, sorted (imports the plugins, not the built-ins)."""
     _load_plugins()
-    return sorted(_REGISTRY)
+    return sorted(set(_builtins()) | set(_REGISTRY))
+
+
+def summaries() -> dict[str, str]:
+    """``{name: one-line summary}`` of every available pipeline, without importing built-ins.
+
+    A built-in's summary is the one its package lists (``pipelines.SUMMARIES``), the same text
+    its ``@pipeline`` gives; a registered pipeline's is its own.
+    """
+    _load_plugins()
+    listed = dict(getattr(_builtin_package(), "SUMMARIES", {}))
+    out = {name: spec.summary for name, spec in _REGISTRY.items()}
+    for name in _builtins():
+        if name not in out:
+            out[name] = listed.get(name) or get(name).summary
+    return dict(sorted(out.items()))
 
 
 def get(name: str) -> Pipeline:
@@ -305,7 +332,8 @@ def get(name: str) -> Pipeline:
     _load_plugins()
     if name in _REGISTRY:
         return _REGISTRY[name]
-    close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
+    available = names()
+    close = difflib.get_close_matches(name, available, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    available = ", ".join(sorted(_REGISTRY)) or "none"
-    raise UnknownPipeline(f"no pipeline named {name!r}; {hint}available: {available}")
+    raise UnknownPipeline(f"no pipeline named {name!r}; {hint}available: "
+                          f"{', '.join(available) or 'none'}")

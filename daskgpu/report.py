@@ -11,17 +11,13 @@ import math
 import statistics
 from typing import TYPE_CHECKING
 
-import numpy as np
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from daskgpu import output
-
 if TYPE_CHECKING:
     from daskgpu.bench import BenchResult
     from daskgpu.devices import Device, Inventory
-    from daskgpu.registry import Pipeline
     from daskgpu.runner import RunResult
 
 
@@ -34,6 +30,8 @@ def _seconds(value) -> str:
 
 
 def _value(value) -> str:
+    import numpy as np  # here, not at the top: `list` and `--help` do without numpy
+
     if isinstance(value, dict):
         return "\n".join(f"{key}: {_value(v)}" for key, v in value.items())
     if isinstance(value, (list, tuple)) and len(value) > 8:
@@ -90,6 +88,8 @@ def table(result: RunResult) -> Table:
     verdict = "[green]yes[/green]" if result.verified else "[red]NO[/red]"
     t.add_row("verified", f"{verdict}: {escape(result.verification)}")
     timings = result.timings
+    if timings.get("import_s") is not None:
+        t.add_row("import", _seconds(timings["import_s"]))
     t.add_row("cluster start", _seconds(timings.get("cluster_start_s")))
     t.add_row("build", _seconds(timings.get("build_s")))
     t.add_row("compute", _seconds(timings.get("compute_s")))
@@ -97,6 +97,9 @@ def table(result: RunResult) -> Table:
         t.add_row("output", _seconds(timings.get("output_s")))
     t.add_row("verify", _seconds(timings.get("verify_s")))
     t.add_row("total", _seconds(timings.get("total_s")))
+    if timings.get("close_s") is not None:
+        t.add_row("close", _seconds(timings["close_s"]))
+        t.add_row("whole process", _seconds(timings.get("process_s")))
     bps = result.throughput.get("bytes_per_s")
     eps = result.throughput.get("elements_per_s")
     if bps:
@@ -113,6 +116,8 @@ def show(result: RunResult, console: Console | None = None) -> None:
 
 def json_ready(value):
     """JSON-ready: NumPy to Python, tuples to lists, keys to text, non-finite numbers to None."""
+    import numpy as np
+
     if isinstance(value, np.ndarray):
         value = value.tolist()
     elif isinstance(value, np.generic):
@@ -133,6 +138,8 @@ def as_json(result: RunResult) -> str:
 
 def write_bench_json(result: BenchResult, path: str) -> None:
     """Write every measurement, the hardware and the versions to ``path`` (atomically)."""
+    from daskgpu import output
+
     with output.atomic(path) as temporary, open(temporary, "w") as f:
         json.dump(result.as_dict(), f, indent=2, allow_nan=False, default=str)
         f.write("\n")
@@ -147,6 +154,8 @@ def write_bench_plot(result: BenchResult, path: str) -> None:
 
     matplotlib.use("Agg", force=True)
     from matplotlib.figure import Figure
+
+    from daskgpu import output
 
     ms = result.measurements
     x = [m.devices for m in ms]
@@ -202,19 +211,19 @@ def bench_table(result: BenchResult) -> Table:
     return t
 
 
-def pipelines_table(specs: list[Pipeline]) -> Table:
-    """Name and one-line summary of each pipeline."""
+def pipelines_table(summaries: dict[str, str]) -> Table:
+    """Name and one-line summary of each pipeline (``registry.summaries()``)."""
     t = Table(show_header=True)
     t.add_column("pipeline")
     t.add_column("summary")
-    for s in specs:
-        t.add_row(s.name, s.summary)
+    for name, summary in summaries.items():
+        t.add_row(name, summary)
     return t
 
 
-def pipelines_json(specs: list[Pipeline]) -> str:
+def pipelines_json(summaries: dict[str, str]) -> str:
     """Name and summary of each pipeline, as a JSON list."""
-    return json.dumps([{"name": s.name, "summary": s.summary} for s in specs])
+    return json.dumps([{"name": n, "summary": s} for n, s in summaries.items()])
 
 
 def devices_table(inv: Inventory) -> Table:

@@ -25,7 +25,9 @@ class RunResult:
 
     ``elements`` and ``nbytes`` are what the computation read or generated; ``timings`` holds
     each phase apart (``cluster_start_s``, ``build_s``, ``compute_s``, ``output_s``,
-    ``verify_s``, ``total_s``); ``throughput`` is elements and bytes over ``compute_s``.
+    ``verify_s``, ``total_s``; the command line adds ``import_s``, from the process's start to
+    the cluster's, ``close_s`` and ``process_s``, the whole process until the report);
+    ``throughput`` is elements and bytes over ``compute_s``.
     """
 
     pipeline: str

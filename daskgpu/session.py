@@ -131,7 +131,7 @@ def _local_cuda_cluster_class():
     return LocalCUDACluster
 
 
-def _start_local(p: ClusterPlan, notices: list[str]):
+def _start_local(p: ClusterPlan, notices: list[str], warm_up: str | None = None):
     from distributed import LocalCluster
 
     cls = _local_cuda_cluster_class() if p.kind == "gpu" else LocalCluster
@@ -139,6 +139,8 @@ def _start_local(p: ClusterPlan, notices: list[str]):
     # daskgpu's fault settings, and the nannies the workers' settings, as they start.
     interrupts.quiet_interrupted_syncs()
     settings = {**daskgpu_config.scheduler_settings(), **p.worker_config}
+    if warm_up is not None and daskgpu_config.get("worker.warm-up-on-start"):
+        settings[worker_setup.WARM_UP] = {"pipeline": warm_up, "backend": p.backend.name}
     with interrupts.interrupts_deferred(), warnings.catch_warnings(record=True) as caught, \
             dask.config.set(settings):
         warnings.simplefilter("always")
@@ -211,8 +213,8 @@ def _wait_for_workers(client, n: int, timeout: float = 60.0) -> None:
 
 
 @contextlib.contextmanager
-def start(p: ClusterPlan) -> Iterator[Session]:
-    """Start what a plan says and yield its :class:`Session`; always close it."""
+def start(p: ClusterPlan, warm_up: str | None = None) -> Iterator[Session]:
+    """Start what a plan says, its workers warmed for pipeline ``warm_up``; yield, close."""
     from distributed import Client
 
     began = time.perf_counter()
@@ -225,7 +227,7 @@ def start(p: ClusterPlan) -> Iterator[Session]:
             session = Session(client, None, "external",
                               dashboard=dashboards.served_link(client), notices=tuple(notices))
         else:
-            cluster = _start_local(p, notices)
+            cluster = _start_local(p, notices, warm_up)
             _no_cuda_context_here()
             client = Client(cluster, set_as_default=False)
             _wait_for_workers(client, p.n_workers)

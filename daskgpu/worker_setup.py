@@ -6,6 +6,10 @@
   KeyboardInterrupt traceback.
 - numba-cuda can compile under numpy 2.5 (see :mod:`daskgpu.kernels.compat`), whoever
   compiles first on the worker.
+- The pipeline a cluster was started for (``daskgpu.worker.warm-up``) is imported, and its
+  ``warm_up`` run, in a background thread as the worker starts: the first compute finds the
+  modules imported and the kernels loaded, as a warm cluster's would. A task that needs them
+  sooner waits on Python's import lock, or Numba's compile lock, rather than doing it twice.
 - With an RMM pool (``--rmm-pool-size``), Numba's device allocations (the kernels' outputs and
   scratch arrays) come from the pool too; dask-cuda routes CuPy's itself. Without this the pool
   would only take memory away from the pipelines.
@@ -13,12 +17,17 @@
 
 from __future__ import annotations
 
+import importlib
+import logging
 import signal
 import threading
 
 import dask.config
 
 from daskgpu.kernels import compat
+
+WARM_UP = "daskgpu.worker.warm-up"
+log = logging.getLogger(__name__)
 
 # distributed logs and forgets a preload's exception: kept here for the client to ask.
 _rmm_failure: str | None = None
@@ -31,11 +40,25 @@ def dask_setup(worker) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Before anything on the worker (daskgpu's kernels, cuDF's UDFs) compiles with numba-cuda.
     compat.restore_row_stack()
+    warm_up = dask.config.get(WARM_UP, None)
+    if warm_up:
+        threading.Thread(target=_warm_up, args=(warm_up["pipeline"], warm_up["backend"]),
+                         name="daskgpu-warm-up", daemon=True).start()
     if dask.config.get("daskgpu.worker.rmm-for-numba", False):
         try:
             route_numba_to_rmm()
         except Exception as exc:
             _rmm_failure = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+def _warm_up(pipeline: str, backend: str) -> None:
+    try:
+        registry = importlib.import_module("daskgpu.registry")
+        spec = registry.get(pipeline)
+        if spec.warm_up is not None:
+            spec.warm_up(backend)
+    except Exception as exc:  # only a head start: the run itself reports what is wrong
+        log.debug("warm-up of %s failed: %s", pipeline, exc)
 
 
 def rmm_failure() -> str | None:

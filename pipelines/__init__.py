@@ -1,8 +1,8 @@
 """daskgpu's built-in pipelines: importing a pipeline's module registers it.
 
-The registry imports only the module of the pipeline asked for (all of them to list them): a
-run of one pipeline does not load the others' kernels, nor does a worker that unpickles one of
-its task functions.
+The registry imports only the module of the pipeline asked for: a run of one pipeline does not
+load the others' kernels, nor does a worker that unpickles one of its task functions, and
+``list`` reads the summaries below without importing any.
 """
 
 BUILTIN = {
@@ -11,4 +11,17 @@ BUILTIN = {
     "mean-pipeline": "pipelines.mean_pipeline",
     "stencil-pipeline": "pipelines.stencil_pipeline",
     "trips-pipeline": "pipelines.trips_pipeline",
+}
+
+# Each the same text as its module's @pipeline summary (a test keeps them so).
+SUMMARIES = {
+    "histogram-pipeline": "Histogram of a large array (numpy.histogram semantics) with a custom "
+                          "kernel per chunk",
+    "join-pipeline": "Inner join of two synthetic tables (shuffle-heavy, like dask-cuda's merge "
+                     "benchmark) and a group-by aggregate",
+    "mean-pipeline": "Mean of a large n x n random array (or of a .npy/Zarr input), verified",
+    "stencil-pipeline": "2-D heat diffusion: explicit 5-point stencil kernel, halo exchange, "
+                        "temporal blocking",
+    "trips-pipeline": "Taxi-trip ETL: haversine kernel, filter, group by hour and passengers "
+                      "(cuDF or pandas)",
 }
