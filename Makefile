@@ -45,7 +45,13 @@ lint: install
 test: lint
 	$(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(ARGS)
 
-bench: install
+# The benchmarks measure daskgpu against its peers (Polars, DuckDB, fast-histogram, SciPy):
+# the bench extra, never part of the install that runs or tests daskgpu.
+$(VENV)/.installed-bench: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS),bench]"
+	touch $@
+
+bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/bench_mean.py $(ARGS)
 
 clean:
