@@ -216,3 +216,45 @@ def from_pandas(frame, library: str):
 
         return cudf.from_pandas(frame)
     return frame
+
+
+def read_table_gpu(kind: str, path: str, columns, row_group: int | None = None,
+                   dates=()):
+    """One table partition read by cuDF on this worker's GPU: only ``columns``.
+
+    A Parquet ``row_group`` of ``path`` (``kind="parquet"``) or a whole CSV file, parsing
+    ``dates``. Call it only on a worker.
+    """
+    import cudf
+
+    if kind == "parquet":
+        groups = None if row_group is None else [[row_group]]
+        return cudf.read_parquet(path, columns=list(columns), row_groups=groups)
+    return cudf.read_csv(path, usecols=list(columns), parse_dates=list(dates))
+
+
+def device_columns(frame, names) -> dict:
+    """Columns of a cuDF frame as CuPy arrays without nulls, for a kernel to read.
+
+    A datetime column (wall-clock time for a time-zone aware one) becomes ``(ticks, dtype)``:
+    int64 ticks since 1970, with ``INT64_MIN`` (NaT) for a null, and its ``datetime64`` dtype;
+    a numeric column with nulls becomes float64 with NaN for them; other columns are their
+    device memory (no copy).
+    """
+    import numpy as np
+
+    out = {}
+    for name in names:
+        series = frame[name]
+        if getattr(series.dtype, "tz", None) is not None:
+            series = series.dt.tz_localize(None)
+        if np.dtype(series.dtype).kind == "M":
+            ticks = series.astype("int64")
+            ticks = ticks.to_cupy(na_value=np.iinfo(np.int64).min) if ticks.has_nulls \
+                else ticks.values
+            out[name] = (ticks, np.dtype(series.dtype))
+        elif series.has_nulls:
+            out[name] = series.to_cupy(dtype="float64", na_value=np.nan)
+        else:
+            out[name] = series.values
+    return out

@@ -24,6 +24,7 @@ class TableSource:
     kind: str  # "parquet" or "csv"
     files: tuple[str, ...]
     rows: int
+    row_groups: tuple[int, ...] = ()  # Parquet: row groups of each file; CSV: none
 
 
 def _files(path: str) -> list[str]:
@@ -78,18 +79,20 @@ def _open_table(path: str, columns: dict[str, str], what: str) -> TableSource:
     if not files:
         raise InputFileError(f"{what} {path}: no Parquet or CSV file there; {_HOW}")
     kind = _kind(files, what, path)
-    rows = 0
+    rows, groups = 0, []
     for file in files:
-        types, count = (_parquet_schema if kind == "parquet" else _csv_schema)(file, what)
+        types, count, *group_count = (_parquet_schema if kind == "parquet" else _csv_schema)(
+            file, what)
         # A CSV without rows has names but no types to check.
         _check_columns(types, columns, file, what, check_types=count > 0 or kind == "parquet")
         rows += count
+        groups += group_count
     if rows == 0:
         raise InputFileError(f"{what} {path}: the table is empty (no rows)")
-    return TableSource(path, kind, tuple(files), rows)
+    return TableSource(path, kind, tuple(files), rows, tuple(groups))
 
 
-def _parquet_schema(file: str, what: str) -> tuple[dict[str, str], int]:
+def _parquet_schema(file: str, what: str) -> tuple[dict[str, str], int, int]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -97,6 +100,7 @@ def _parquet_schema(file: str, what: str) -> tuple[dict[str, str], int]:
         meta = pq.ParquetFile(file)
         schema = meta.schema_arrow
         rows = meta.metadata.num_rows
+        groups = meta.metadata.num_row_groups
     except (pa.ArrowException, OSError) as exc:
         raise InputFileError(f"{what} {file}: not a readable Parquet file ({exc})") from None
     types = {}
@@ -110,7 +114,7 @@ def _parquet_schema(file: str, what: str) -> tuple[dict[str, str], int]:
             types[field.name] = "number"
         else:
             types[field.name] = str(t)
-    return types, rows
+    return types, rows, groups
 
 
 def _csv_schema(file: str, what: str) -> tuple[dict[str, str], int]:
@@ -123,15 +127,24 @@ def _csv_schema(file: str, what: str) -> tuple[dict[str, str], int]:
     types = {}
     for name in head.columns:
         series = head[name]
-        if pd.api.types.is_integer_dtype(series):
+        present = series.dropna()  # missing values (empty fields) have no type to check
+        if pd.api.types.is_integer_dtype(series) or _whole_with_gaps(series, present):
             types[name] = "integer"
         elif pd.api.types.is_float_dtype(series):
             types[name] = "number"
-        elif len(series) and _datetimes(series):
+        elif len(present) and _datetimes(present):
             types[name] = "datetime"
         else:
             types[name] = str(series.dtype)
     return types, _data_lines(file)
+
+
+def _whole_with_gaps(series, present) -> bool:
+    """Whether a float column is integers with missing values (pandas reads those as float)."""
+    import pandas as pd
+
+    return (pd.api.types.is_float_dtype(series) and len(present) < len(series)
+            and bool((present == present.round()).all()))
 
 
 def _datetimes(series) -> bool:

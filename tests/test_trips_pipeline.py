@@ -140,20 +140,20 @@ def test_verification_catches_a_wrong_row_count(cpu_client):
 
 def test_a_wrong_distance_kernel_fails_verification(monkeypatch):
     """A kernel 0.1 % off in one partition: caught by the independent haversine."""
-    with_distance = trips_pipeline._with_distance
+    partial_sums = trips_pipeline.partial_sums
 
-    def drifting(part, partition_info=None):
-        part = with_distance(part)
-        if partition_info is not None and partition_info["number"] == 0:
-            part["distance_km"] *= 1.001
-        return part
+    def drifting(partition, to_device=None):
+        partial = partial_sums(partition, to_device)
+        if partition[1][0] == 0:
+            partial["sums"][1] *= 1.001
+        return partial
 
     spec = daskgpu.get_pipeline("trips-pipeline")
     workload = spec.workload(CPU2, rows=8_000, partitions=4, seed=3)
     with dask.config.set(scheduler="sync"):
         raw = dask.compute(workload.collection)[0]
         assert spec.verify(workload, raw).ok
-        monkeypatch.setattr(trips_pipeline, "_with_distance", drifting)
+        monkeypatch.setattr(trips_pipeline, "partial_sums", drifting)
         drifted = spec.workload(CPU2, rows=8_000, partitions=4, seed=3)
         raw = dask.compute(drifted.collection)[0]
         check = spec.verify(drifted, raw)
@@ -273,3 +273,141 @@ def test_cli_json_and_csv_output(tmp_path):
     written = pd.read_csv(out)
     assert written.trips.sum() == doc["value"]["kept"]
     assert [p.name for p in tmp_path.iterdir()] == ["result.csv"]
+
+
+# --- unusual values, one read per partition, no device objects in the client -------------------
+
+def _unusual(rows: int, seed: int) -> pd.DataFrame:
+    """Trips with missing times, fares, coordinates and passengers, times before 1970 and
+    passengers outside the kernel's dense table (negative, 16 and more)."""
+    frame = _trips(rows, seed)
+    rng = np.random.default_rng(seed)
+
+    def some(share):
+        return rng.random(rows) < share
+
+    frame.loc[some(0.02), "pickup_time"] = pd.NaT
+    frame.loc[some(0.02), "pickup_time"] = pd.Timestamp("1969-12-31 23:30")
+    frame.loc[some(0.02), "fare"] = np.nan
+    frame.loc[some(0.02), "pickup_lon"] = np.nan
+    odd = some(0.05)
+    frame.loc[odd, "passengers"] = rng.choice([-2, 16, 40, 2**40], odd.sum())
+    passengers = frame["passengers"].astype("Int64")
+    passengers[some(0.02)] = pd.NA  # a nullable integer column: Parquet nulls
+    return frame.assign(passengers=passengers)
+
+
+def _pandas_reference_of_unusual(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.assign(passengers=frame.passengers.astype("float64"))
+    return _pandas_reference(frame).astype({"passengers": np.int64})
+
+
+@pytest.mark.parametrize("kind", ["parquet", "csv"])
+def test_unusual_values_give_the_pandas_answer_and_verify(cpu_client, tmp_path, kind):
+    frame = _unusual(8_000, 8)
+    for i, part in enumerate(_split(frame, 2)):
+        if kind == "parquet":
+            part.to_parquet(tmp_path / f"t-{i}.parquet", row_group_size=2_000)
+        else:
+            part.to_csv(tmp_path / f"t-{i}.csv", index=False)
+    result = daskgpu.run("trips-pipeline", client=cpu_client, input=str(tmp_path))
+    assert result.verified, result.verification
+    expected = _pandas_reference_of_unusual(frame)
+    assert (expected.passengers >= 16).any() and (expected.passengers < 0).any()
+    _assert_table_equal(result.value["table"], expected)
+    assert result.value["rows"] == 8_000
+    assert result.data["partitions"] == (4 if kind == "parquet" else 2)  # row groups, files
+
+
+def test_time_zones_are_grouped_by_their_wall_clock(tmp_path):
+    frame = _trips(4_000, 3)
+    frame["pickup_time"] = frame.pickup_time.dt.tz_localize("America/New_York",
+                                                            nonexistent="shift_forward")
+    frame.to_parquet(tmp_path / "t.parquet")
+    spec = daskgpu.get_pipeline("trips-pipeline")
+    with dask.config.set(scheduler="sync"):
+        workload = spec.workload(CPU2, input=str(tmp_path / "t.parquet"))
+        raw = dask.compute(workload.collection)[0]
+        assert spec.verify(workload, raw).ok
+    expected = _pandas_reference(frame)  # .dt.hour: the local hour
+    _assert_table_equal(spec.workload(CPU2, input=str(tmp_path / "t.parquet")).present(
+        workload, raw)["table"], expected)
+
+
+def test_every_partition_is_read_once_and_only_its_columns(monkeypatch, tmp_path):
+    frame = _trips(9_000, 5).assign(notes="a column the ETL never reads")
+    for i, part in enumerate(_split(frame, 3)):
+        part.to_parquet(tmp_path / f"t-{i}.parquet", row_group_size=2_000)
+    reads = []
+    host_chunks = trips_pipeline.host_chunks
+
+    def counted(partition):
+        for chunk in host_chunks(partition):
+            reads.append((partition, sorted(chunk)))
+            yield chunk
+
+    monkeypatch.setattr(trips_pipeline, "host_chunks", counted)
+    spec = daskgpu.get_pipeline("trips-pipeline")
+    workload = spec.workload(CPU2, input=str(tmp_path))
+    with dask.config.set(scheduler="sync"):
+        raw = dask.compute(workload.collection)[0]
+    partitions = [p for p, _ in reads]
+    assert len(partitions) == len(set(partitions)) == 6  # 3 files of 2 row groups, once each
+    assert all(columns == sorted(trips_pipeline.COLUMNS) for _, columns in reads)
+    assert raw["rows"] == 9_000
+
+
+def test_the_client_builds_no_device_object(monkeypatch):
+    """A GPU run's graph, built in the client, holds partition descriptions and functions only:
+    no cuDF meta frame, no CuPy array (and cuDF and CuPy are never imported there)."""
+    import sys
+    import types
+
+    touched = []
+
+    def untouchable(name):
+        module = types.ModuleType(name)
+        module.__getattr__ = lambda attr: touched.append((name, attr)) or (_ for _ in ()).throw(
+            AssertionError(f"{name}.{attr} used in the client"))
+        return module
+
+    for name in ("cudf", "cupy", "dask_cudf"):
+        monkeypatch.setitem(sys.modules, name, untouchable(name))
+    monkeypatch.setattr(trips_pipeline.backends, "require_dataframe_library", lambda *a: None)
+    gpu = Backend("gpu", "cupy", "cudf", workers=1, threads=1)
+    workload = daskgpu.get_pipeline("trips-pipeline").workload(gpu, rows=10_000, partitions=3,
+                                                               seed=1)
+    graph = dict(workload.collection.__dask_graph__())
+    assert touched == []
+
+    def leaves(value):
+        if isinstance(value, (tuple, list)):
+            for item in value:
+                yield from leaves(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from leaves(item)
+        else:
+            yield value
+
+    modules = set()
+    for task in graph.values():
+        args = getattr(task, "args", task)
+        for leaf in leaves(args):
+            for attribute in ("func", "value"):
+                leaf = getattr(leaf, attribute, leaf)
+            modules.add(type(leaf).__module__.split(".")[0])
+    assert not modules & {"cudf", "cupy", "dask_cudf", "pandas"}, modules
+    partials = [k for k in graph if str(k[0] if isinstance(k, tuple) else k)
+                .startswith("partial_sums")]
+    assert len(partials) == 3
+
+
+def test_a_csv_without_rows_or_without_times_adds_nothing(tmp_path):
+    frame = _trips(6, 1)
+    frame.head(0).to_csv(tmp_path / "header.csv", index=False)
+    frame.assign(pickup_time=pd.NaT).to_csv(tmp_path / "no-times.csv", index=False)
+    empty = trips_pipeline.partial_sums(("csv", str(tmp_path / "header.csv")))
+    assert empty["rows"] == 0 and empty["counts"].sum() == 0 and empty["outside"] is None
+    untimed = trips_pipeline.partial_sums(("csv", str(tmp_path / "no-times.csv")))
+    assert untimed["rows"] == 6 and untimed["counts"].sum() == 0
