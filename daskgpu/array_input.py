@@ -1,8 +1,9 @@
 """Array inputs (``.npy`` files and Zarr arrays), checked up front and read block by block.
 
-A ``.npy`` file is memory-mapped by each task for its own block, never loaded whole; its
-header is validated in the client (magic, dtype, size against the header), so a truncated
-file or one holding Python objects is refused before any work starts. Nothing here unpickles.
+A ``.npy`` file is memory-mapped by each task for its own block, which is a read-only view of
+the mapping (never a copy, never the whole file loaded); its header is validated in the client
+(magic, dtype, size against the header), so a truncated file or one holding Python objects is
+refused before any work starts. Nothing here unpickles.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ class NpyBlocks:
             shape=self.shape,
             order="F" if self.fortran_order else "C",
         )
-        return np.array(mapped[key])
+        # A view of the mapped pages, not a copy: a task reads its block straight from the
+        # page cache (the mapping lives as long as the view does).
+        return mapped[key].view(np.ndarray)
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,13 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     return seconds, answer
 
 
+def warm_up(backend_name: str) -> None:
+    """On a CPU worker as it starts: load the kernel's twin for both float dtypes."""
+    if backend_name == "cpu":
+        for dtype in (np.float64, np.float32):
+            histogram(np.linspace(0, 1, 64, dtype=dtype), 0.0, 1.0, 4)
+
+
 @pipeline(
     "histogram-pipeline",
     "Histogram of a large array (numpy.histogram semantics) with a custom kernel per chunk",
@@ -188,6 +195,7 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     settle=settle,
     baseline=baseline,
     mutations=MUTATIONS,
+    warm_up=warm_up,
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy histogram; the default range is found by a first pass over the data."""

@@ -2,13 +2,16 @@
 
 Verification rests on a closed form: from the sine mode u0 = sin(pi i/(n+1)) sin(pi j/(n+1)),
 s explicit steps give exactly lambda^s u0, lambda = 1 - 8 alpha sin^2(pi/(2(n+1))), at any size.
-Next to the reported l2 norm, each block of the final grid is compared where it lives with
-lambda^s u0 recomputed in float64 (its largest deviation comes back, with u and u0 at a few
-seeded probe cells): that comparison needs the final grid, so it is the one check left in the
-timed graph. ``verify`` (:mod:`pipelines.stencil_check`) holds these against the closed form
-and a rounding bound, the l2 norm against lambda^s (n+1)/2, and runs a small random grid through
-the same kernels on the cluster against NumPy slicing of its own. The closed form, the bound
-and the probe cells both sides use are in :mod:`pipelines.stencil_data`.
+The timed graph is the evolution (:mod:`pipelines.stencil_exchange`: u0 generated inside the
+first exchange's tasks, one task and two buffers a block per exchange) and one pass a block for
+the result, the l2 norm, which also picks u at a few seeded probe cells (u0 there is generated
+apart, a few cells). ``verify`` (:mod:`pipelines.stencil_check`) then compares every block of
+the final grid, where it lives, with lambda^s u0 recomputed in float64 (:func:`max_error`, which
+evolves the grid again: a check's cost stays out of the compute), holds it and the probes
+against the closed form and a rounding bound, the l2 norm against lambda^s (n+1)/2, and runs a
+small random grid through the same halo exchange and kernels on the cluster against NumPy
+slicing of its own. The closed form, the bound and the probe cells both sides use are in
+:mod:`pipelines.stencil_data`.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ import math
 
 import dask.array as da
 import numpy as np
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
 
-from daskgpu import chunking, reductions
+from daskgpu import chunking
 from daskgpu import config as daskgpu_config
 from daskgpu import output as output_files
 from daskgpu.errors import ParameterError
-from daskgpu.kernels.stencil import heat_step_numpy, heat_steps
+from daskgpu.kernels.stencil import heat_step_numpy, heat_steps_in_place
 from daskgpu.params import (
     Param,
     bounded_float,
@@ -35,8 +40,10 @@ from daskgpu.params import (
 )
 from daskgpu.registry import Resolved, Workload, pipeline
 from daskgpu.timing import timed
+from pipelines import stencil_exchange as exchange
 from pipelines.stencil_check import MUTATIONS, verify
 from pipelines.stencil_data import MAX_EXCHANGES, decay, probe_cells, unverifiable, verifiable
+from pipelines.stencil_exchange import evolve_sine, sine_into
 
 CPU_DEFAULT_SIZE = 4000
 # Cells of float64 temporaries at once in the comparison with the closed form (32 MiB each).
@@ -69,46 +76,9 @@ PARAMS = (
 )
 
 
-def _initial_block(block_info=None, n=1, value_dtype="float64", library="numpy"):
-    (r0, r1), (c0, c1) = block_info[None]["array-location"]
-    xp = importlib.import_module(library)
-    rows = xp.sin(math.pi * xp.arange(r0 + 1, r1 + 1, dtype=np.float64) / (n + 1))
-    cols = xp.sin(math.pi * xp.arange(c0 + 1, c1 + 1, dtype=np.float64) / (n + 1))
-    return (rows[:, None] * cols[None, :]).astype(value_dtype)
-
-
 def initial_grid(n: int, block: tuple[int, int], dtype, backend) -> da.Array:
     """u0 = sin(pi i/(n+1)) sin(pi j/(n+1)), i, j = 1..n, generated on the workers."""
-    dtype = np.dtype(dtype)
-    return da.map_blocks(
-        _initial_block,
-        chunks=da.core.normalize_chunks(block, (n, n)),
-        dtype=dtype,
-        meta=np.empty((0, 0), dtype=dtype),
-        n=n,
-        value_dtype=dtype.name,
-        library=backend.array_library,
-    )
-
-
-def _advance(block, block_info=None, alpha=0.2, steps=1, halo=1):
-    """``steps`` updates of one block that carries a ``halo`` from its neighbours.
-
-    At the grid's own edges there is no neighbour: the block is padded there with ``halo``
-    zeros (the fixed zero boundary), which are never updated and are cut off again. Padding
-    here, in the block's own library, keeps Dask from mixing NumPy padding into CuPy blocks.
-    """
-    (row, col), (rows, cols) = block_info[0]["chunk-location"], block_info[0]["num-chunks"]
-    pad = (
-        (halo if row == 0 else 0, halo if row == rows - 1 else 0),
-        (halo if col == 0 else 0, halo if col == cols - 1 else 0),
-    )
-    padded = np.pad(block, pad)  # dispatches to cupy.pad for CuPy blocks
-    height, width = padded.shape
-    window = (max(1, pad[0][0]), height - max(1, pad[0][1]),
-              max(1, pad[1][0]), width - max(1, pad[1][1]))
-    result = heat_steps(padded, alpha, steps, window)
-    return result[pad[0][0] : height - pad[0][1], pad[1][0] : width - pad[1][1]]
+    return evolve_sine(n, block, dtype, backend.array_library, 0, 0.0, 1)
 
 
 def evolve(u: da.Array, steps: int, alpha: float, steps_per_exchange: int) -> da.Array:
@@ -119,16 +89,7 @@ def evolve(u: da.Array, steps: int, alpha: float, steps_per_exchange: int) -> da
             f"--steps-per-exchange {steps_per_exchange}: the halo would be deeper than the "
             f"grid ({min(u.shape)} cells); use at most {min(u.shape)}"
         )
-    remaining = steps
-    while remaining:
-        k = min(steps_per_exchange, remaining)
-        u = u.map_overlap(
-            _advance, depth=k, boundary="none", trim=True, dtype=u.dtype,
-            meta=np.empty((0, 0), dtype=u.dtype), alpha=alpha, steps=k, halo=k,
-        )
-        remaining -= k
-    return u
-
+    return exchange.evolve(u, steps, alpha, steps_per_exchange)
 
 
 def _picks(block, block_info=None, rows=(), cols=()):
@@ -139,6 +100,17 @@ def _picks(block, block_info=None, rows=(), cols=()):
         if r0 <= i < r1 and c0 <= j < c1:
             picked[k] = float(block[i - r0, j - c0])  # one element, to the host
     return picked
+
+
+def _squares_and_picks(block, block_info=None, rows=(), cols=()):
+    """[sum of squares in float64, the probe values] as a host vector shaped (1, 1, width).
+
+    ``einsum`` reads the (strided) block once without a temporary (float32 is accumulated in
+    float64 through its buffered cast); the probes are a few single cells.
+    """
+    squares = float(np.einsum("ij,ij->", block, block, dtype=np.float64))
+    values = np.concatenate([[squares], _picks(block, block_info, rows, cols)])
+    return values.reshape(1, 1, -1)
 
 
 def _deviation(block, r0, c0, n, factor, xp) -> float:
@@ -157,17 +129,10 @@ def _deviation(block, r0, c0, n, factor, xp) -> float:
     return worst
 
 
-def _deviation_and_picks(block, block_info=None, n=1, factor=1.0, rows=(), cols=(),
-                         library="numpy"):
-    """[max |block - factor u0|, the probe values] as a host vector shaped (1, 1, width)."""
+def _block_deviation(block, block_info=None, n=1, factor=1.0, library="numpy"):
     (r0, _r1), (c0, _c1) = block_info[0]["array-location"]
     deviation = _deviation(block, r0, c0, n, factor, importlib.import_module(library))
-    values = np.concatenate([[deviation], _picks(block, block_info, rows, cols)])
-    return values.reshape(1, 1, -1)
-
-
-def _picks_block(block, block_info=None, rows=(), cols=()):
-    return _picks(block, block_info, rows, cols).reshape(1, 1, -1)
+    return np.full((1, 1, 1), deviation)
 
 
 def _per_block_vector(u: da.Array, func, width: int, **kwargs) -> da.Array:
@@ -177,24 +142,43 @@ def _per_block_vector(u: da.Array, func, width: int, **kwargs) -> da.Array:
     )
 
 
-def closed_form_parts(u: da.Array, u0: da.Array, n: int, factor: float, library: str) -> dict:
-    """The lazy check of u against ``factor`` u0 in every block, and the probes of u and u0.
+def result_parts(u: da.Array, n: int) -> dict:
+    """The timed result: the l2 norm of u, and u at the probe cells, in one pass a block.
 
     The probes come back summed over the blocks: each is held by one block, zero elsewhere.
     """
     rows, cols = probe_cells(n)
-    per_block = _per_block_vector(u, _deviation_and_picks, 1 + len(rows), n=n, factor=factor,
-                                  rows=rows, cols=cols, library=library)
-    initial = _per_block_vector(u0, _picks_block, len(rows), rows=rows, cols=cols)
-    return {
-        "max_error": per_block[:, :, 0].max(),
-        "probes": per_block[:, :, 1:].sum(axis=(0, 1)),
-        "probes_u0": initial.sum(axis=(0, 1)),
-    }
+    per_block = _per_block_vector(u, _squares_and_picks, 1 + len(rows), rows=rows, cols=cols)
+    return {"l2_norm": da.sqrt(per_block[:, :, 0].sum()),
+            "probes": per_block[:, :, 1:].sum(axis=(0, 1))}
 
 
-def _sum_squares(block):
-    return [float((block.astype(np.float64) ** 2).sum())]
+def max_error(u: da.Array, n: int, factor: float, library: str) -> da.Array:
+    """The lazy largest |u - factor u0| over every cell, block by block where each lives.
+
+    A check, not the result: ``verify`` computes it, after the timed compute (it evolves u
+    again, so the timed graph holds nothing of it).
+    """
+    per_block = _per_block_vector(u, _block_deviation, 1, n=n, factor=factor, library=library)
+    return per_block.max()
+
+
+def initial_probes(n: int, dtype) -> np.ndarray:
+    """u0 at the probe cells, each generated as the first exchange generates its block."""
+    rows, cols = probe_cells(n)
+    values = []
+    for i, j in zip(rows, cols, strict=True):
+        cell = np.empty((1, 1), dtype=dtype)
+        sine_into(cell, int(i), int(j), n)
+        values.append(float(cell[0, 0]))
+    return np.array(values)
+
+
+def initial_probes_array(n: int, dtype: str) -> da.Array:
+    """:func:`initial_probes` as a one-task Dask array, computed with the run's result."""
+    name = "stencil-u0-probes-" + tokenize(n, dtype)
+    graph = HighLevelGraph.from_collections(name, {(name, 0): (initial_probes, n, dtype)})
+    return da.Array(graph, name, ((len(probe_cells(n)[0]),),), dtype=np.float64)
 
 
 def settle(backend, values: dict) -> tuple[dict, dict]:
@@ -255,6 +239,14 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
 
 
 
+def warm_up(backend_name: str) -> None:
+    """On a CPU worker as it starts: load the kernel's twin for both float dtypes."""
+    if backend_name == "cpu":
+        for dtype in (np.float64, np.float32):
+            grid = np.zeros((8, 8), dtype)
+            heat_steps_in_place(grid, np.empty_like(grid), 0.1, 2)
+
+
 @pipeline(
     "stencil-pipeline",
     "2-D heat diffusion: explicit 5-point stencil kernel, halo exchange, temporal blocking",
@@ -263,6 +255,7 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     settle=settle,
     baseline=baseline,
     mutations=MUTATIONS,
+    warm_up=warm_up,
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy evolution of u0, its l2 norm, and its check against the closed form."""
@@ -271,13 +264,8 @@ def prepare(resolved: Resolved) -> Workload:
     steps_per_exchange = resolved["steps_per_exchange"]
     dtype = np.dtype(resolved["dtype"])
     block = chunking.resolve_chunks(resolved["chunks"], (n, n), dtype.itemsize, backend)
-    u0 = initial_grid(n, block, dtype, backend)
-    u = evolve(u0, steps, alpha, steps_per_exchange)
-    squares = reductions.per_block(u, _sum_squares, 1)
-    parts = {
-        "l2_norm": da.sqrt(squares.sum()),
-        **closed_form_parts(u, u0, n, decay(n, alpha, steps), backend.array_library),
-    }
+    u = evolve_sine(n, block, dtype, backend.array_library, steps, alpha, steps_per_exchange)
+    parts = {**result_parts(u, n), "probes_u0": initial_probes_array(n, dtype.name)}
     outputs = []
     if output is not None:
         write, temporary = output_files.store_array(u, output)
@@ -292,7 +280,7 @@ def prepare(resolved: Resolved) -> Workload:
         description={
             "shape": [n, n],
             "chunks": list(block),
-            "blocks": u0.npartitions,
+            "blocks": u.npartitions,
             "dtype": dtype.name,
             "steps": steps,
             "alpha": alpha,
@@ -300,7 +288,8 @@ def prepare(resolved: Resolved) -> Workload:
             "exchanges": math.ceil(steps / steps_per_exchange) if steps else 0,
         },
         context={"size": n, "dtype": dtype.name, "steps": steps, "alpha": alpha,
-                 "steps_per_exchange": steps_per_exchange, "evolve": evolve},
+                 "steps_per_exchange": steps_per_exchange, "evolve": evolve,
+                 "max_error": max_error(u, n, decay(n, alpha, steps), backend.array_library)},
         outputs=outputs,
         present=lambda workload, raw: {"l2_norm": raw["l2_norm"]},
     )

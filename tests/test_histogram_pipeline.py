@@ -6,15 +6,18 @@ import copy
 import csv
 import json
 import math
+import mmap
+import tracemalloc
 
 import numpy as np
 import pytest
 from conftest import compute_as_runner, run_cli, verify_on
 
 import daskgpu
+from daskgpu import array_input
 from daskgpu.backends import Backend
 from daskgpu.errors import InputFileError, ParameterError
-from pipelines import histogram_check
+from pipelines import histogram_check, histogram_pipeline
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 
@@ -249,3 +252,42 @@ def test_cli_bad_input_is_one_line(args, message):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def _mapped(block) -> bool:
+    """True when ``block`` is a view of a memory-mapped file, not a copy of it."""
+    while block is not None and not isinstance(block, mmap.mmap):
+        block = getattr(block, "base", None) if isinstance(block, np.ndarray) else block.obj
+    return block is not None
+
+
+def test_npy_blocks_reach_the_kernel_as_views_of_the_mapped_file(tmp_path):
+    path = tmp_path / "m.npy"
+    np.save(path, np.random.default_rng(6).random(200_000))
+    source = array_input.open_array(str(path), dtypes=histogram_pipeline.INPUT_DTYPES)
+    data = array_input.to_dask(source, (50_000,), CPU2)
+    seen = data.map_blocks(lambda block: np.array([_mapped(block), block.flags.writeable]),
+                           chunks=((2,) * 4,), dtype=bool).compute(scheduler="sync")
+    assert seen.reshape(4, 2).tolist() == [[True, False]] * 4
+    block = source.reader[50_000:150_000]
+    histogram_pipeline._block_histogram(block[:10], 0.0, 1.0, 16)  # compiled, outside the trace
+    tracemalloc.start()
+    try:
+        counts = histogram_pipeline._block_histogram(block, 0.0, 1.0, 16)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < block.nbytes // 10, peak  # no copy of the 800 kB block on the way
+    np.testing.assert_array_equal(counts[:16], np.histogram(block, 16, (0.0, 1.0))[0])
+
+
+def test_the_timed_collection_holds_only_the_histograms(cpu_client, tmp_path):
+    path = tmp_path / "c.npy"
+    np.save(path, np.random.default_rng(8).random(40_000))
+    spec, workload, raw = _computed(cpu_client, input=str(path), bins=8, range=(0, 1),
+                                    chunks="10000")
+    assert list(workload.collection) == ["histograms"]
+    layers = workload.collection["histograms"].dask.layers
+    # read, kernel per block, the sum over blocks, the sampled rows: no check's own pass
+    assert not any("isfinite" in name or "isnan" in name for name in layers), list(layers)
+    assert raw["histograms"].shape == (4, 9)

@@ -104,6 +104,37 @@ def test_twin_compiles_once_per_signature():
     assert hist_mod._histogram_cpu.signatures == signatures
 
 
+@pytest.mark.parametrize("lo, hi, bins", [
+    (0.0, 1.0, 256), (-0.3, 0.7, 13), (np.float32(-0.3), np.float32(0.7), 13),
+    (1e3, 1e3 + 7.0, 999), (-5e5, 3e-3, 4096), (np.float64(0.1), 0.7, 300),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_twin_shortcut_is_exact_next_to_every_edge(lo, hi, bins, dtype):
+    """Values a few units of rounding either side of each edge, where a shortcut would slip."""
+    edges = np.linspace(lo, hi, bins + 1, dtype=np.result_type(lo, hi, np.empty(0, dtype)))
+    around = [edges.astype(dtype)]
+    for direction in (-np.inf, np.inf):
+        step = edges.astype(dtype)
+        for _ in range(40):
+            step = np.nextafter(step, np.asarray(direction, dtype))
+            around.append(step)
+    exact = np.linspace(float(lo), float(hi), bins + 1)
+    spread = (float(hi) - float(lo)) / bins * np.array([1e-12, 1e-9, 1e-6, 1e-4, 1e-2])
+    near = (exact[:, None] + np.concatenate([spread, -spread])[None, :]).ravel()
+    x = np.concatenate([*around, near.astype(dtype)])
+    x = np.random.default_rng(bins).permutation(x)
+    assert_like_numpy(x, lo, hi, bins)
+
+
+def test_twin_shortcut_steps_aside_where_rounding_spans_a_bin():
+    # float32 edges 1 apart around 1e4 with a million bins: float32 cannot place values in
+    # bins that narrow, so every value takes numpy's own path (and still matches it)
+    assert hist_mod._sure_margin(np.dtype(np.float32), 1e4, 1e4 + 1.0, 10**6)[2] == 1.0
+    assert hist_mod._sure_margin(np.dtype(np.float64), 0.0, 1.0, 256)[2] < 1e-10
+    x = np.random.default_rng(9).uniform(1e4, 1e4 + 1.0, 20_000).astype(np.float32)
+    assert_like_numpy(x, 1e4, 1e4 + 1.0, 1000)
+
+
 @st.composite
 def histogram_cases(draw):
     dtype = draw(st.sampled_from([np.float64, np.float32]))

@@ -9,7 +9,7 @@ import pytest
 from cudasim import run_in_simulator
 from fake_cupy import SETUP
 
-from daskgpu.kernels.stencil import heat_step_numpy, heat_steps
+from daskgpu.kernels.stencil import heat_step_numpy, heat_steps, heat_steps_in_place
 
 SHAPES = [(1, 1), (2, 5), (3, 3), (17, 33), (64, 64), (200, 130)]
 STEPS = [0, 1, 2, 5]
@@ -281,3 +281,66 @@ print("OK no sync")
 def test_cupy_input_is_imported_once_without_host_sync():
     """The input and both buffers are imported once with ``sync=False``, not once per step."""
     assert "OK no sync" in run_in_simulator(NO_SYNC)
+
+
+# --- heat_steps_in_place: two buffers the caller owns ----------------------------------------
+
+@pytest.mark.parametrize("steps", [0, 1, 2, 5])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_in_place_ping_pongs_in_the_callers_buffers(steps, dtype):
+    import tracemalloc
+
+    u0 = np.random.default_rng(steps).random((300, 200)).astype(dtype)
+    window = (2, 290, 1, 180)
+    u, scratch = u0.copy(), np.empty_like(u0)
+    heat_steps_in_place(u0.copy(), np.empty_like(u0), 0.2, 1, window)  # compiled already
+    tracemalloc.start()
+    try:
+        got = heat_steps_in_place(u, scratch, 0.2, steps, window)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got is (u if steps % 2 == 0 else scratch)  # even: back in u, odd: in scratch
+    # No buffer of its own, none per step (half a grid: room for other threads' allocations).
+    assert peak < u0.nbytes // 2, peak
+    np.testing.assert_allclose(got, reference(u0, 0.2, steps, window), **TOL[dtype])
+
+
+def test_in_place_refuses_buffers_that_do_not_match():
+    u = np.zeros((6, 6))
+    with pytest.raises(ValueError, match="scratch must match u"):
+        heat_steps_in_place(u, np.zeros((6, 5)), 0.1, 1)
+    with pytest.raises(ValueError, match="scratch must match u"):
+        heat_steps_in_place(u, np.zeros((6, 6), np.float32), 0.1, 1)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        heat_steps_in_place(np.zeros((6, 12))[:, ::2], np.zeros((6, 6)), 0.1, 1)
+
+
+IN_PLACE = SETUP + """
+import numpy as np
+import fake_cupy
+from numba import cuda
+from daskgpu.kernels import stencil as mod
+
+fake_cupy.record(mod, "_step_kernel")
+rng = np.random.default_rng(3)
+u0 = rng.standard_normal((10, 33))
+for steps in (0, 1, 2, 3):
+    d, s = fake_cupy.asarray(u0), fake_cupy.asarray(np.zeros_like(u0))
+    del fake_cupy.conversions[:], fake_cupy.allocations[:], fake_cupy.launches[:]
+    got = mod.heat_steps_in_place(d, s, 0.2, steps, (0, 10, 3, 33))
+    assert got is (d if steps % 2 == 0 else s)
+    assert not fake_cupy.allocations and len(fake_cupy.launches) == steps
+    assert all(sync is False for _, sync in fake_cupy.conversions)
+    want = mod.heat_steps_in_place(u0.copy(), np.empty_like(u0), 0.2, steps, (0, 10, 3, 33))
+    np.testing.assert_allclose(got.get(), want, rtol=1e-13, atol=1e-15)
+    # a Numba device array works as well (the simulator's kernel, both buffers on the device)
+    a, b = cuda.to_device(u0), cuda.to_device(np.zeros_like(u0))
+    np.testing.assert_allclose(mod.heat_steps_in_place(a, b, 0.2, steps, (0, 10, 3, 33))
+                               .copy_to_host(), want, rtol=1e-13, atol=1e-15)
+print("OK in place")
+"""
+
+
+def test_in_place_on_the_device_allocates_nothing_and_matches_the_twin():
+    assert "OK in place" in run_in_simulator(IN_PLACE)

@@ -14,6 +14,13 @@ in numpy's dtypes, so the counts equal numpy's exactly: values outside ``[lo, hi
 ``±inf``) are not counted, the last bin includes ``hi``. The same two functions (first guess,
 correction) are compiled for the CPU twin (``numba.njit``, parallel over thread-private
 histograms) and, as device functions, for the CUDA kernels.
+
+On the CPU the correction's lookups and branches cost more than the division (3.5 ns a value):
+the twin first places each value with a float64 multiply in a loop that vectorises
+(``_sure_bin``), where the position is further from an edge than any rounding of numpy's
+(``_sure_margin``), and takes numpy's path for the rest (next to an edge, outside, NaN): the same
+counts at about 1.6 ns a value. The CUDA kernels keep numpy's path (a GPU's pass is bound by
+memory bandwidth; float64 arithmetic would slow float32 data on GPUs with few float64 units).
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ _MAX_PER_BLOCK = 2**31
 _CPU_BLOCK = 1024
 # Below this many elements per thread the CPU twin uses fewer threads (start-up dominates).
 _MIN_PER_THREAD = 1 << 15
+# The CPU twin's float64 shortcut is off where its margin would reach this far into a bin.
+_MAX_MARGIN = 0.01
 
 _SIGNED_TO_UNSIGNED = {
     np.byte: np.ubyte,
@@ -86,34 +95,56 @@ _first_guess_gpu = cuda.jit(device=True, inline=True)(_first_guess)
 _correct_gpu = cuda.jit(device=True, inline=True)(_correct)
 
 
+@numba.njit(inline="always", cache=True)
+def _sure_bin(v, lo, scale, nbins_f, margin):  # pragma: no cover - compiled
+    """The bin of ``v`` where float64 arithmetic alone settles it, else -1.
+
+    ``f = (v - lo) * scale`` in float64 is the bin position; when its fraction is more than
+    ``margin`` away from a whole number (and ``0 <= f < bins``), every rounding numpy's own
+    computation could make is smaller than that margin, so numpy puts ``v`` in bin ``int(f)``.
+    Branch-free, so a loop of it vectorises; NaN fails every comparison and comes back -1.
+    """
+    f = (np.float64(v) - lo) * scale
+    inside = (f >= 0.0) & (f < nbins_f)
+    f = f if inside else 0.0
+    k = int(f)
+    rest = f - k
+    sure = inside & (rest > margin) & (rest < 1.0 - margin)
+    return k if sure else -1
+
+
 @numba.njit(parallel=True, cache=True)
-def _histogram_cpu(x, edges, lo_c, hi_c, lo_s, denom, nbins_f, bins, nchunks):  # pragma: no cover
+def _histogram_cpu(x, edges, lo_c, hi_c, lo_s, denom, nbins_f, bins, lo, scale, margin,
+                   nchunks):  # pragma: no cover
     """CPU twin: ``nchunks`` contiguous slices, one private histogram each, then summed.
 
-    Each slice goes in blocks of ``_CPU_BLOCK``: first guesses for the whole block in one
-    loop that vectorises (the division dominates), then a scalar loop corrects and counts.
+    Each slice goes in blocks of ``_CPU_BLOCK``: a loop that vectorises finds the bins float64
+    settles (``_sure_bin``), then a scalar loop counts them and bins the rest (values near an
+    edge, outside the range, NaN) with numpy's own arithmetic (first guess, correction).
     """
     n = x.shape[0]
     private = np.zeros((nchunks, bins + 1), np.int64)
     step = (n + nchunks - 1) // nchunks
+    scale_f = np.float64(bins) * scale
     for c in prange(nchunks):
         counts = np.zeros(bins + 1, np.int64)
-        guess = np.empty(_CPU_BLOCK, np.int64)
+        sure = np.empty(_CPU_BLOCK, np.int64)
         stop = min(n, (c + 1) * step)
         for start in range(c * step, stop, _CPU_BLOCK):
             block = x[start:min(stop, start + _CPU_BLOCK)]
             for j in range(block.shape[0]):
-                guess[j] = _first_guess_cpu(block[j], lo_s, denom, nbins_f, bins)
+                sure[j] = _sure_bin(block[j], lo, scale_f, np.float64(bins), margin)
             for j in range(block.shape[0]):
-                k = _correct_cpu(block[j], guess[j], edges, lo_c, hi_c, bins)
-                if k >= 0:
-                    counts[k] += 1
+                k = sure[j]
+                if k < 0:
+                    v = block[j]
+                    k = _first_guess_cpu(v, lo_s, denom, nbins_f, bins)
+                    k = _correct_cpu(v, k, edges, lo_c, hi_c, bins)
+                    if k < 0:
+                        continue
+                counts[k] += 1
         private[c, :] = counts
-    out = np.zeros(bins + 1, np.int64)
-    for c in range(nchunks):
-        for j in range(bins + 1):
-            out[j] += private[c, j]
-    return out
+    return private.sum(axis=0)
 
 
 @cuda.jit
@@ -200,6 +231,26 @@ def _binning(dtype, lo, hi, bins):
     return edges, (lo_c, hi_c, lo_s, f_type.type(width), f_type.type(bins), bins)
 
 
+def _sure_margin(dtype, lo, hi, bins: int) -> tuple[float, float, float]:
+    """``lo``, ``1 / (hi - lo)`` and the margin (in bins) ``_sure_bin`` needs, in float64.
+
+    The margin bounds, with a wide factor, how far numpy's numbers can lie from the exact bin
+    position: its edges (``linspace``'s dtype, float32 for float32 lo and hi even for float64
+    data, then the edges' dtype), first guess and range check round at most at the coarsest
+    dtype's unit roundoff, relative to ``max(|lo|, |hi|)`` or the width. Where the margin is
+    not small (float32 far from 0, millions of bins) every value takes numpy's path.
+    """
+    u = max(float(np.finfo(np.result_type(lo, hi, 1.0)).eps),  # eps: twice the unit roundoff
+            float(np.finfo(np.result_type(lo, hi, np.empty(0, dtype))).eps))
+    lo64, hi64 = float(lo), float(hi)
+    width = hi64 - lo64
+    if not (math.isfinite(width) and width > 0):
+        return lo64, 0.0, 1.0
+    relative = max(abs(lo64), abs(hi64)) / width + 1.0
+    margin = 16.0 * u * relative * bins + 8.0 * float(np.finfo(np.float64).eps) * bins
+    return lo64, 1.0 / width, (margin if margin < _MAX_MARGIN else 1.0)
+
+
 def _host(x: np.ndarray, lo, hi, bins: int) -> np.ndarray:
     if not x.dtype.isnative:
         x = x.astype(x.dtype.newbyteorder("="))
@@ -207,7 +258,7 @@ def _host(x: np.ndarray, lo, hi, bins: int) -> np.ndarray:
         x = x.ravel(order="K")  # a view where the memory allows; order does not matter here
     edges, scalars = _binning(x.dtype, lo, hi, bins)
     nchunks = max(1, min(numba.get_num_threads(), x.shape[0] // _MIN_PER_THREAD))
-    return _histogram_cpu(x, edges, *scalars, nchunks)
+    return _histogram_cpu(x, edges, *scalars, *_sure_margin(x.dtype, lo, hi, bins), nchunks)
 
 
 def _flat_pieces(d):

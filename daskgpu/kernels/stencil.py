@@ -32,7 +32,7 @@ from numba import cuda
 
 from daskgpu.kernels import launch
 
-__all__ = ["heat_step_numpy", "heat_steps"]
+__all__ = ["heat_step_numpy", "heat_steps", "heat_steps_in_place"]
 
 # Threads per block along columns (x, the contiguous axis) and rows (y).
 BLOCK = (32, 8)
@@ -200,6 +200,68 @@ def heat_steps(
         with launch.worker_threads():
             return _heat_steps_host(u, a, four, steps, r0, r1, c0, c1)
     return _heat_steps_device(u, a, four, steps, r0, r1, c0, c1)
+
+
+def heat_steps_in_place(u, scratch, alpha: float, steps: int,
+                        window: tuple[int, int, int, int] | None = None):
+    """``heat_steps`` in two buffers the caller owns: nothing is allocated.
+
+    The steps ping-pong between ``u`` and ``scratch``: each step writes every cell of the other
+    buffer (the stencil inside the window, a copy outside it), so after an even number of steps
+    the result is in ``u``, after an odd number in ``scratch``. A caller that evolves a block
+    with its halo (a Dask block) fills ``u`` once and reuses both buffers for all its steps.
+
+    Parameters
+    ----------
+    u : numpy.ndarray or device array
+        2-D float32 or float64 grid, C-contiguous; overwritten.
+    scratch : numpy.ndarray or device array
+        Same shape, dtype and memory as ``u``, C-contiguous; its contents are ignored.
+    alpha, steps, window
+        As for :func:`heat_steps`.
+
+    Returns
+    -------
+    numpy.ndarray or device array
+        ``u`` or ``scratch``, whichever holds the grid after ``steps`` steps.
+
+    Raises
+    ------
+    ValueError
+        As for :func:`heat_steps`, and for buffers that differ in shape or dtype or are not
+        C-contiguous.
+    """
+    shape, dtype = _shape_dtype(u)
+    if tuple(scratch.shape) != shape or np.dtype(scratch.dtype) != dtype:
+        raise ValueError(f"scratch must match u ({shape}, {dtype}), got "
+                         f"({tuple(scratch.shape)}, {np.dtype(scratch.dtype)})")
+    a = dtype.type(_check_alpha(alpha))
+    four = dtype.type(4)
+    steps = operator.index(steps)
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    r0, r1, c0, c1 = _clip_window(window, shape)
+    if steps == 0 or r1 == r0:
+        return u
+    if launch.on_host(u):
+        if not (u.flags.c_contiguous and scratch.flags.c_contiguous):
+            raise ValueError("u and scratch must be C-contiguous")
+        with launch.worker_threads():
+            src, dst = u, scratch
+            for _ in range(steps):
+                _step_host(src, dst, a, four, r0, r1, c0, c1)
+                src, dst = dst, src
+        return src
+    stream = launch.stream_for(u)
+    grid = _grid(shape)
+    views = ((u, launch.to_numba(u)), (scratch, launch.to_numba(scratch)))
+    if not all(view.is_c_contiguous() for _, view in views):
+        raise ValueError("u and scratch must be C-contiguous")
+    src, dst = views
+    for _ in range(steps):
+        _step_kernel[grid, BLOCK, stream](src[1], dst[1], a, four, r0, r1, c0, c1)
+        src, dst = dst, src
+    return src[0]
 
 
 def _heat_steps_host(u, a, four, steps, r0, r1, c0, c1):
