@@ -173,7 +173,7 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
     bar = None
     try:
         marks = memory.start(session)
-        bar = ProgressBar(client) if progress else None
+        bar = ProgressBar(client) if progress and workload.drive is None else None
         t1 = time.perf_counter()
         with contextlib.ExitStack() as stack:
             if report is not None:
@@ -181,7 +181,10 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
 
                 temporary = stack.enter_context(output.atomic(report))
                 stack.enter_context(performance_report(filename=temporary, mode="inline"))
-            raw = _compute(client, workload.collection, backend, bar)
+            if workload.drive is not None:
+                raw = workload.drive(workload, client)
+            else:
+                raw = _compute(client, workload.collection, backend, bar)
         t2 = time.perf_counter()
     except BaseException:
         for temporary, _final in workload.outputs:

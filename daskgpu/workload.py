@@ -40,6 +40,11 @@ class Workload:
         (read and written) by the computation; throughput says so.
     resolved : Resolved, optional
         The parameters it was built from (set by :meth:`Pipeline.workload`).
+    drive : callable, optional
+        ``drive(workload, client) -> raw``: an iterative computation driven from the client
+        (many small graphs on data the build persisted, e.g. training steps). The runner calls
+        it instead of computing ``collection`` and times it as the compute; ``collection``
+        stays the same computation as one graph, for whoever computes the workload directly.
     """
 
     collection: Any
@@ -52,6 +57,7 @@ class Workload:
     save: Callable[[Workload, Any], None] | None = None
     bytes_are: str = "read"
     resolved: Resolved | None = None
+    drive: Callable[[Workload, Any], Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ BUILTIN = {
     "join-pipeline": "pipelines.join_pipeline",
     "mean-pipeline": "pipelines.mean_pipeline",
     "stencil-pipeline": "pipelines.stencil_pipeline",
+    "train-pipeline": "pipelines.train_pipeline",
     "trips-pipeline": "pipelines.trips_pipeline",
 }
 
@@ -22,6 +23,9 @@ SUMMARIES = {
     "mean-pipeline": "Mean of a large n x n random array (or of a .npy/Zarr input), verified",
     "stencil-pipeline": "2-D heat diffusion: explicit 5-point stencil kernel, halo exchange, "
                         "temporal blocking",
-    "trips-pipeline": "Taxi-trip ETL: haversine kernel, filter, group by hour and passengers "
-                      "(cuDF or pandas)",
+    "train-pipeline": "Softmax regression trained data-parallel: per-shard gradients, "
+                      "tree-reduced, weights broadcast",
+    "trips-pipeline": "Taxi-trip ETL: one fused kernel pass per partition (haversine "
+                      "distance, filter, sums by hour and passengers) on cuDF or pandas "
+                      "columns",
 }

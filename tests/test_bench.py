@@ -20,6 +20,7 @@ TINY = {
     "stencil-pipeline": {"size": 64, "steps": 4},
     "trips-pipeline": {"rows": 5_000, "seed": 1},
     "join-pipeline": {"rows": 5_000, "seed": 1},
+    "train-pipeline": {"samples": 2_000, "features": 16, "classes": 3, "steps": 3, "seed": 5},
 }
 
 

@@ -23,6 +23,8 @@ CASES = {
     "stencil-pipeline": {"size": 60, "chunks": 20, "steps": 12},
     "trips-pipeline": {"rows": 20_000, "partitions": 4, "seed": 5},
     "join-pipeline": {"rows": 20_000, "partitions": 4, "seed": 6},
+    "train-pipeline": {"samples": 4_000, "features": 32, "classes": 5, "steps": 4,
+                       "chunks": 1_000, "seed": 7},
 }
 MIN_MUTATIONS = 3
 

@@ -1,0 +1,53 @@
+"""What train-pipeline and its check (:mod:`pipelines.train_check`) both use.
+
+The documented data scheme, as constants: a teacher (softmax regression with random weights)
+labels standard normal features, a Gumbel draw per class making its labels noisy, so that
+the best accuracy any model can reach is known. Per-block seeds follow daskgpu's scheme,
+``SeedSequence(seed, spawn_key=(part, shard))``: ``part`` is :data:`TRAIN` or :data:`TEST`;
+the teacher's weights come from ``spawn_key=(TEACHER,)``. And the shard geometry. Nothing
+here draws, trains or checks.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: ``spawn_key`` parts of the per-shard seeds: training rows, held-out test rows, the teacher.
+TRAIN, TEST, TEACHER = 0, 1, 2
+#: Standard deviation of the teacher's logits (weights ``N(0, (SHARPNESS / sqrt(d + 1))^2)``,
+#: bias included as a last row); with 10 classes its best accuracy is about 0.8.
+TEACHER_SHARPNESS = 4.0
+#: Held-out test rows: this share of the training rows, within [TEST_MIN, TEST_MAX].
+TEST_SHARE = 0.1
+TEST_MIN = 1_000
+TEST_MAX = 200_000
+
+
+def held_out_rows(samples: int) -> int:
+    """Held-out test rows for ``samples`` training rows.
+
+    >>> held_out_rows(20_000), held_out_rows(10**9)
+    (2000, 200000)
+    """
+    return min(TEST_MAX, max(TEST_MIN, math.ceil(TEST_SHARE * samples)))
+
+
+def shard_sizes(rows: int, per_shard: int) -> tuple[int, ...]:
+    """Rows of each shard: ``per_shard`` each, the last one the rest.
+
+    >>> shard_sizes(10, 4)
+    (4, 4, 2)
+    """
+    full, rest = divmod(rows, per_shard)
+    return (per_shard,) * full + ((rest,) if rest else ())
+
+
+def held_out_shards(rows: int, shards: int) -> tuple[int, ...]:
+    """Test rows split into at most ``shards`` near-equal shards.
+
+    >>> held_out_shards(10, 3)
+    (4, 3, 3)
+    """
+    shards = max(1, min(shards, rows))
+    base, extra = divmod(rows, shards)
+    return tuple(base + (i < extra) for i in range(shards))

@@ -1,0 +1,151 @@
+"""train-pipeline's work on the cluster: shards, a shard's pass, the loop driving the steps.
+
+The shards are drawn on the workers; the loop runs in a client (see
+:mod:`pipelines.train_pipeline`).
+
+The data follow the scheme of :mod:`pipelines.train_data`: standard normal features; each
+row's label the argmax of the teacher's logits plus a standard Gumbel draw per class, which is
+a draw from the teacher's softmax. Per-shard generators: ``numpy.random.default_rng`` of the
+shard's ``SeedSequence`` on CPU workers; on GPU workers ``cupy.random.default_rng`` seeded
+with that sequence's first 64-bit word.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+
+import numpy as np
+
+from daskgpu import backends, data_parallel
+from pipelines.train_data import TEACHER, TEACHER_SHARPNESS
+
+# Rows of a shard turned into teacher logits at once (float64 temporaries of this many rows).
+LABEL_SLAB = 65_536
+
+
+def teacher_weights(seed: int, features: int, classes: int) -> np.ndarray:
+    """The teacher's ``(features + 1, classes)`` float64 weights, the bias as the last row."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(TEACHER,)))
+    scale = TEACHER_SHARPNESS / math.sqrt(features + 1)
+    return rng.standard_normal((features + 1, classes)) * scale
+
+
+def _shard_rng(library: str, seed: int, part: int, index: int):
+    sequence = np.random.SeedSequence(seed, spawn_key=(part, index))
+    if library == "numpy":
+        return np.random.default_rng(sequence)
+    xp = importlib.import_module(library)  # CuPy's generator takes an integer seed
+    return xp.random.default_rng(int(sequence.generate_state(1, np.uint64)[0]))
+
+
+def make_shard(seed: int, part: int, index: int, rows: int, features: int, classes: int,
+               dtype: str, library: str, teacher: np.ndarray) -> dict:
+    """One shard of rows, drawn where it will stay: features, labels, the teacher's certainty.
+
+    Features are standard normal; each row's label is the argmax of the teacher's logits plus
+    a standard Gumbel draw per class (``-log(-log(u))``), a draw from the teacher's softmax.
+    ``best`` is the sum over the rows of the teacher's largest class probability: the
+    expected number of rows the best possible model labels right.
+    """
+    xp = importlib.import_module(library)
+    rng = _shard_rng(library, seed, part, index)
+    x = rng.standard_normal((rows, features), dtype=dtype)
+    u = rng.random((rows, classes), dtype=np.float64)
+    teacher = xp.asarray(teacher)
+    y = xp.empty(rows, dtype=np.int32)
+    best = 0.0
+    for start in range(0, rows, LABEL_SLAB):
+        stop = min(rows, start + LABEL_SLAB)
+        logits = x[start:stop].astype(np.float64) @ teacher[:-1] + teacher[-1]
+        y[start:stop] = xp.argmax(logits - xp.log(-xp.log(u[start:stop])), axis=1)
+        logits -= logits.max(axis=1, keepdims=True)
+        probabilities = xp.exp(logits)
+        best += float((1.0 / probabilities.sum(axis=1)).sum())  # the largest is exp(0)
+    return {"x": x, "y": y, "best": best}
+
+
+def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str) -> tuple:
+    """One shard's loss sum, right answers and (if asked) gradient sum at ``weights``.
+
+    Returns
+    -------
+    ((gradient, loss, right), seconds)
+        The summed cross-entropy gradient over the shard's rows as float64 host memory (0.0
+        when not asked), the float64 sum of the rows' losses, the count of rows whose most
+        likely class is their label, and the seconds it took (device work included).
+    """
+    began = time.perf_counter()
+    xp = importlib.import_module(library)
+    x, y = shard["x"], shard["y"]
+    w = xp.asarray(weights)
+    logits = x @ w[:-1] + w[-1]
+    right = int((xp.argmax(logits, axis=1) == y).sum())
+    rows = xp.arange(y.shape[0])
+    logits -= logits.max(axis=1, keepdims=True)
+    exp = xp.exp(logits)
+    sums = exp.sum(axis=1)
+    loss = float((xp.log(sums) - logits[rows, y]).sum(dtype=np.float64))
+    total = 0.0
+    if gradient:
+        exp /= sums[:, None]  # the class probabilities
+        exp[rows, y] -= 1  # minus the one-hot labels: d loss / d logits
+        total = np.empty(weights.shape, dtype=np.float64)
+        total[:-1] = backends.to_host(x.T @ exp)
+        total[-1] = backends.to_host(exp.sum(axis=0, dtype=np.float64))
+    return (total, loss, right), time.perf_counter() - began
+
+
+def shard_best(shard: dict) -> float:
+    """The shard's ``best``: the expected right answers of the best possible model."""
+    return shard["best"]
+
+
+# --------------------------------------------------------------------------- the training
+
+
+def train(client, shards, train_shards: int, samples: int, features: int, classes: int,
+          steps: int, rate: float, dtype: str, library: str) -> dict:
+    """Full-batch gradient descent from zero weights on persisted ``shards``, driven here.
+
+    ``shards[:train_shards]`` hold the training rows, the rest the held-out test rows.
+    Every step: the weights broadcast, one :func:`shard_pass` per shard, the gradients summed
+    by a tree reduction, ``w -= rate * gradient / samples`` applied here. After the last step
+    one more pass gives the final weights' loss and accuracy, and one over the test shards.
+
+    Returns
+    -------
+    dict
+        ``weights`` (steps + 1, features + 1, classes), the weights before each step and the
+        final ones; ``losses`` and ``right`` at each of them; ``test_loss``, ``test_right``,
+        ``test_best``; the times of each step (``step_s``, ``step_compute_s``).
+    """
+    training, testing = shards[:train_shards], shards[train_shards:]
+    w = np.zeros((features + 1, classes), dtype=dtype)
+    trajectory, losses, right, wall, computed = [w], [], [], [], []
+    current = data_parallel.broadcast(client, w)
+    for _ in range(steps):
+        (gradient, loss, hits), spent = data_parallel.step(
+            client, training, shard_pass, data_parallel.add_pairs, current, True, library)
+        began = time.perf_counter()
+        w = (w - rate * (gradient / samples)).astype(dtype)
+        current.release()
+        current = data_parallel.broadcast(client, w)
+        wall.append(spent.wall_s + time.perf_counter() - began)
+        computed.append(spent.compute_s)
+        trajectory.append(w)
+        losses.append(loss / samples)
+        right.append(hits)
+    (_, loss, hits), _ = data_parallel.step(client, training, shard_pass,
+                                             data_parallel.add_pairs, current, False, library)
+    losses.append(loss / samples)
+    right.append(hits)
+    (_, test_loss, test_hits), _ = data_parallel.step(
+        client, testing, shard_pass, data_parallel.add_pairs, current, False, library)
+    best = sum(client.gather([client.submit(shard_best, s, pure=False) for s in testing]))
+    current.release()
+    return {"weights": np.stack(trajectory), "losses": np.array(losses),
+            "right": np.array(right, dtype=np.int64), "test_loss": float(test_loss),
+            "test_right": int(test_hits), "test_best": float(best),
+            "step_s": wall, "step_compute_s": computed}
