@@ -208,8 +208,9 @@ def require_dataframe_library(backend: Backend, pipeline: str) -> None:
 def from_pandas(frame, library: str):
     """A pandas DataFrame as the partition type of ``library`` ("pandas" or "cudf").
 
-    Called on the workers, where synthetic partitions are built with NumPy and pandas; and in
-    the client for an empty meta frame, which dask-cudf needs to be a cuDF one.
+    Called on the workers (synthetic partitions are built with NumPy and pandas), and by the
+    one-process baselines, which run on a worker too; never in the client, whose collections
+    carry pandas meta on every backend.
     """
     if library == "cudf":
         import cudf

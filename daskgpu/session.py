@@ -192,8 +192,8 @@ def _connect_external(p: ClusterPlan):
 
 def _no_cuda_context_here() -> None:
     # cuDF creates a CUDA context when it is imported, to check the device, unless told not
-    # to; in the client (which builds cuDF meta frames) that context would take memory on a
-    # GPU it never computes on. Set after local workers have started, so that they check.
+    # to; in the client (should anything import cuDF there: the pipelines' collections carry
+    # pandas meta) that context would take memory on a GPU it never computes on. Set after local workers have started, so that they check.
     os.environ.setdefault("RAPIDS_NO_INITIALIZE", "1")
 
 

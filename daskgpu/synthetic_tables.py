@@ -124,8 +124,21 @@ LEFT_META = _empty(key="int64", x="float64")
 RIGHT_META = _empty(key="int64", y="float64")
 
 
-def tables(backend, rows: int, match: float, partitions: int, seed: int):
+def tables(backend, rows: int, match: float, partitions: int, seed: int,
+           right_partitions: int | None = None):
     """The lazy left and right tables, generated on the workers, and their sizes.
+
+    The collections' meta is pandas whatever the backend: the client builds no cuDF object
+    (that would create a CUDA context in it), while each partition is made where it is
+    computed, as ``backend.dataframe_library`` says.
+
+    Parameters
+    ----------
+    backend : Backend
+    rows, match, partitions, seed
+        Left rows, the fraction of them with a partner, left partitions and the seed.
+    right_partitions : int, optional
+        Partitions of the right table (default: as many as the left one, at most its rows).
 
     Returns
     -------
@@ -137,17 +150,14 @@ def tables(backend, rows: int, match: float, partitions: int, seed: int):
     library = backend.dataframe_library
     right_rows = right_size(rows)
     matched = matched_rows(rows, match)
-    right_parts = min(partitions, right_rows)
+    right_parts = min(right_partitions or partitions, right_rows)
     multiplier, offset = permutation(seed, right_rows)
-    # the collections' meta must have the partitions' type
-    left_meta = backends.from_pandas(LEFT_META, library)
-    right_meta = backends.from_pandas(RIGHT_META, library)
     left = dd.from_map(
-        left_frame, partition_bounds(rows, partitions), meta=left_meta, label="join-left",
+        left_frame, partition_bounds(rows, partitions), meta=LEFT_META, label="join-left",
         rows=rows, right_rows=right_rows, matched=matched, seed=seed, library=library,
     )
     right = dd.from_map(
-        right_frame, partition_bounds(right_rows, right_parts), meta=right_meta, label="join-right",
+        right_frame, partition_bounds(right_rows, right_parts), meta=RIGHT_META, label="join-right",
         right_rows=right_rows, multiplier=multiplier, offset=offset, seed=seed,
         library=library,
     )

@@ -10,22 +10,24 @@ Verification needs no join: right keys are ``0..R-1`` once each, so a dense ``y[
 built from the right table joins every left row by lookup (see :mod:`pipelines.join_check`,
 which shares no code with this module).
 
-The tables come from :mod:`daskgpu.synthetic_tables` (how they are made is said there).
+The tables come from :mod:`daskgpu.synthetic_tables` (how they are made is said there). How
+they are joined, a broadcast of the right table or a hash shuffle of both, is chosen by size in
+:mod:`pipelines.join_strategy` and stated in the result.
 """
 
 from __future__ import annotations
 
 import math
 
-import dask
 import pandas as pd
 
 from daskgpu import backends
 from daskgpu.errors import ParameterError
 from daskgpu.params import Param, bounded_float, choice, non_negative_int, positive_int
 from daskgpu.registry import Resolved, Workload, pipeline
-from daskgpu.synthetic_tables import pandas_tables, tables
+from daskgpu.synthetic_tables import LEFT_META, RIGHT_META, pandas_tables, right_size, tables
 from daskgpu.timing import timed
+from pipelines import join_strategy
 from pipelines.join_check import MUTATIONS, verify
 from pipelines.join_data import GROUPS
 from pipelines.join_data import present as _present
@@ -37,7 +39,9 @@ MAX_ROWS = 10**10  # right keys are (a * j + b) mod R in int64: R * a must stay 
 # shuffle piece small; a GPU wants fewer, larger partitions (160 MB of left table each).
 CPU_PARTITION_ROWS = 1_000_000
 GPU_PARTITION_ROWS = 10_000_000
-BROADCAST = {"auto": None, "true": True, "false": False}
+BROADCAST = ("auto", "true", "false")
+SHUFFLE = ("auto", *join_strategy.METHODS)
+ROW_BYTES = 16  # an int64 key and a float64 value
 MAX_PARTITIONS = 100_000  # a shuffle of more would not fit in one graph
 
 
@@ -56,9 +60,13 @@ PARAMS = (
     Param("partitions", positive_int, None, "Partitions of the left table [default: a multiple "
           f"of the worker threads, at most {CPU_PARTITION_ROWS:.0e} rows each on CPU, "
           f"{GPU_PARTITION_ROWS:.0e} on GPUs].", "N"),
-    Param("broadcast", choice(tuple(BROADCAST)), "auto", "Broadcast join: auto (Dask's "
-          "heuristic), true (broadcast the right table) or false (hash-shuffle both).",
-          "auto|true|false", tuple(BROADCAST)),
+    Param("broadcast", choice(BROADCAST), "auto", "Broadcast join: auto (broadcast the right "
+          "table when it fits a worker comfortably and costs less than a shuffle), true "
+          "(broadcast the right table, in one partition) or false (hash-shuffle both).",
+          "auto|true|false", BROADCAST),
+    Param("shuffle", choice(SHUFFLE), "auto", "Shuffle method of a shuffle join: auto (tasks, "
+          "measured faster here, or Dask's dataframe.shuffle.method where set), tasks or p2p; "
+          "giving a method asks for a shuffle join.", "auto|tasks|p2p", SHUFFLE),
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
 )
 
@@ -80,19 +88,41 @@ def _row_count(frame):
     return pd.Series([len(frame)], dtype="int64")
 
 
+def _shares_hash_table(backend) -> bool:
+    """Whether a worker's joins can share one hash table of the right table (pandas can).
+
+    pandas keeps an index's hash table on the index: a keyed right table held by a worker is
+    hashed once there, whatever the number of left partitions that probe it. cuDF builds its
+    hash table in each merge (cheaply, on the GPU): there Dask's merge joins each partition.
+    """
+    return backend.dataframe_library == "pandas"
+
+
+def _keyed(right):
+    """The right table indexed by its key: the build side of a broadcast hash join."""
+    return right.set_index("key")
+
+
+def _probe(left, keyed):
+    """The inner join of one left partition with the keyed right table (a pandas one).
+
+    Right keys held once each are looked up in the index's hash table (built on the first
+    lookup on a worker, then reused); right keys that repeat are merged instead.
+    """
+    index = keyed.index
+    if not index.is_unique:
+        return left.merge(keyed, left_on="key", right_index=True, how="inner").reset_index(
+            drop=True)
+    position = index.get_indexer(left["key"])
+    found = position >= 0
+    rows = position[found]
+    return left[found].assign(**{name: keyed[name].to_numpy()[rows] for name in keyed.columns})
+
+
 def aggregate(joined):
     """Per group ``key % 16``: joined rows, the sum of ``x * y`` and the mean of ``y``."""
     with_columns = joined.assign(group=joined["key"] % GROUPS, xy=joined["x"] * joined["y"])
     return with_columns.groupby("group").agg({"x": "count", "xy": "sum", "y": "mean"})
-
-
-def _join_algorithm(graph_keys) -> str:
-    names = {str(k[0] if isinstance(k, tuple) else k) for k in graph_keys}
-    if any("broadcastjoin" in n or "bcast" in n for n in names):
-        return "broadcast"
-    if any("hash-join" in n or "shuffle" in n for n in names):
-        return "hash shuffle"
-    return "single partition"
 
 
 def settle(backend, values: dict) -> tuple[dict, dict]:
@@ -117,7 +147,22 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
         )
     if partitions is None:
         values["partitions"] = default_partitions(rows, backend)
+    _check_strategy(backend, values["broadcast"], values["shuffle"])
     return values, {}
+
+
+def _check_strategy(backend, broadcast: str, shuffle: str) -> None:
+    """Refuse a shuffle method with a broadcast join, and p2p on cuDF (dask-cudf lacks it)."""
+    if broadcast == "true" and shuffle != "auto":
+        raise ParameterError(
+            f"--shuffle {shuffle}: a broadcast join shuffles nothing; give --broadcast true or "
+            "--shuffle, not both"
+        )
+    if shuffle == "p2p" and backend.dataframe_library == "cudf":
+        raise ParameterError(
+            "--shuffle p2p: dask-cudf does not take Dask's p2p shuffle; give --shuffle tasks "
+            "on GPU workers"
+        )
 
 
 def baseline(resolved: Resolved) -> tuple[float, dict]:
@@ -143,8 +188,8 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
 
 @pipeline(
     "join-pipeline",
-    "Inner join of two synthetic tables (shuffle-heavy, like dask-cuda's merge benchmark) "
-    "and a group-by aggregate",
+    "Inner join of two synthetic tables (like dask-cuda's merge benchmark; the smaller "
+    "broadcast where it fits, else hash-shuffled) and a group-by aggregate",
     PARAMS,
     verify,
     settle=settle,
@@ -156,14 +201,29 @@ def prepare(resolved: Resolved) -> Workload:
     backend = resolved.backend
     backends.require_dataframe_library(backend, "join-pipeline")
     rows, match, seed = resolved["rows"], resolved["match"], resolved["seed"]
-    partitions, broadcast = resolved["partitions"], resolved["broadcast"]
-    left, right, sizes = tables(backend, rows, match, partitions, seed)
-    # dask-cudf does not take Dask's default p2p shuffle: use its default, tasks.
-    method = None
-    if backend.is_gpu:
-        method = dask.config.get("dataframe.shuffle.method", None) or "tasks"
-    joined = left.merge(right, on="key", how="inner", shuffle_method=method,
-                        broadcast=BROADCAST[broadcast])
+    partitions = resolved["partitions"]
+    shared = _shares_hash_table(backend)
+    strategy = join_strategy.choose(
+        backend, left_rows=rows, right_rows=right_size(rows), left_partitions=partitions,
+        row_bytes=ROW_BYTES, broadcast=resolved["broadcast"], shuffle=resolved["shuffle"],
+        builds=backend.workers if shared else partitions)
+    left, right, sizes = tables(backend, rows, match, partitions, seed,
+                                right_partitions=1 if strategy.broadcast else None)
+    if strategy.broadcast and shared:
+        # One task keys the right table; Dask sends it to each worker once, and every left
+        # partition probes it where that partition lives.
+        keyed = right.map_partitions(_keyed, meta=_keyed(RIGHT_META))
+        joined = left.map_partitions(_probe, keyed.to_delayed()[0],
+                                     meta=_probe(LEFT_META, _keyed(RIGHT_META)))
+    elif strategy.broadcast:
+        # A one-partition right table is merged with each left partition where it lives.
+        joined = left.merge(right, on="key", how="inner")
+    else:
+        joined = left.merge(right, on="key", how="inner", shuffle_method=strategy.method,
+                            broadcast=False)
+    join = strategy.name
+    if not strategy.broadcast and 1 in (partitions, sizes["right_partitions"]):
+        join = "single partition (a table in one partition needs no shuffle)"
     totals = aggregate(joined)
     # Only the reported value: verify recomputes its own totals from the tables, on the cluster.
     collection = {
@@ -175,7 +235,7 @@ def prepare(resolved: Resolved) -> Workload:
         collection=collection,
         bytes_are="generated",
         elements=rows + right_rows,
-        nbytes=(rows + right_rows) * 16,
+        nbytes=(rows + right_rows) * ROW_BYTES,
         description={
             "left": f"{rows} rows (key int64, x float64)",
             "right": f"{right_rows} rows (key int64, y float64), unique keys",
@@ -183,8 +243,8 @@ def prepare(resolved: Resolved) -> Workload:
             "right_partitions": sizes["right_partitions"],
             "matched_rows": sizes["matched"],
             "match": match,
-            "join": _join_algorithm(joined.optimize().__dask_graph__().keys()),
-            "broadcast": broadcast,
+            "join": join,
+            "join_reason": strategy.reason,
             "seed": seed,
         },
         context={"matched": sizes["matched"], "rows": rows, "right_rows": right_rows,

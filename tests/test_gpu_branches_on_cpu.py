@@ -108,25 +108,84 @@ def test_to_host_moves_device_arrays_and_frames_recursively(monkeypatch):
     assert got["table"] is frame and got["plain"] == 2
 
 
-def _shuffle_tasks(backend) -> set[str]:
+def _shuffle_tasks(backend, **params) -> set[str]:
     import daskgpu
 
     spec = daskgpu.get_pipeline("join-pipeline")
     workload = spec.workload(backend, rows=20_000, match=0.3, seed=1, partitions=4,
-                             broadcast="false")
+                             broadcast="false", **params)
     keys = workload.collection["aggregate"].optimize().__dask_graph__().keys()
     names = {str(k[0] if isinstance(k, tuple) else k) for k in keys}
-    return {n.rsplit("-", 1)[0] for n in names if "shuffle" in n}
+    return {n.rsplit("-", 1)[0] for n in names if "shuffle" in n or "hash-join" in n}
 
 
 def test_join_on_gpu_workers_shuffles_with_tasks_unless_told_otherwise():
-    """dask-cudf does not take Dask's default (p2p) shuffle; a user's choice still wins."""
+    """dask-cudf does not take Dask's p2p shuffle: tasks, or the method Dask is configured with."""
     import dask
+
+    import daskgpu
+    from daskgpu.errors import ParameterError
 
     # A GPU backend computing on pandas: the choice depends on the backend, not on cuDF.
     gpu = backends.Backend("gpu", "numpy", "pandas", (), 2, 2)
-    cpu = backends.Backend("cpu", "numpy", "pandas", (), 2, 2)
     assert "taskshuffle" in _shuffle_tasks(gpu)
-    assert "taskshuffle" not in _shuffle_tasks(cpu)
     with dask.config.set({"dataframe.shuffle.method": "disk"}):
         assert "taskshuffle" not in _shuffle_tasks(gpu)
+    with pytest.raises(ParameterError, match="--shuffle p2p: dask-cudf does not take"):
+        daskgpu.get_pipeline("join-pipeline").resolve(
+            backends.Backend("gpu", "cupy", "cudf", (), 1, 1), shuffle="p2p")
+
+
+class CudfFrame(pd.DataFrame):
+    """A partition the way the library sees a cuDF one: its own type, with ``to_pandas``."""
+
+    def to_pandas(self):
+        return pd.DataFrame(self)
+
+
+@pytest.fixture
+def fake_cudf(monkeypatch):
+    """A module standing in for cuDF that counts the frames it makes."""
+    import importlib.machinery
+
+    module = types.ModuleType("cudf")
+    module.__spec__ = importlib.machinery.ModuleSpec("cudf", None)  # found by find_spec
+    module.made = []
+
+    def from_pandas(frame):
+        module.made.append(len(frame))
+        return CudfFrame(frame)
+
+    module.from_pandas = from_pandas
+    monkeypatch.setitem(sys.modules, "cudf", module)
+    return module
+
+
+@pytest.mark.parametrize("strategy", [{}, {"broadcast": "false"}])
+def test_join_graph_for_cudf_workers_holds_no_cudf_object_in_the_client(fake_cudf, strategy):
+    """The client builds pandas meta only; the partitions are cuDF where they are computed.
+
+    A cuDF meta frame in the client would create a CUDA context there (and dask-cudf's
+    meta_nonempty would fill it with device data). Computed here with the synchronous
+    scheduler, standing for the workers, the tables' partitions come out of the stand-in.
+    """
+    import dask
+
+    import daskgpu
+
+    gpu = backends.Backend("gpu", "cupy", "cudf", (), 1, 1)
+    spec = daskgpu.get_pipeline("join-pipeline")
+    workload = spec.workload(gpu, rows=20_000, match=0.3, seed=1, partitions=4, **strategy)
+    assert fake_cudf.made == []  # nothing made in the client
+    left, right = workload.context["left"], workload.context["right"]
+    for collection in (left, right, *workload.collection.values()):
+        assert type(collection._meta).__module__.split(".")[0] in ("pandas", "numpy")
+    with dask.config.set(scheduler="sync"):
+        parts = [part.compute() for part in left.to_delayed()[:2]]
+        assert all(type(p) is CudfFrame for p in parts)  # made as cuDF, where computed
+        raw = dict(zip(workload.collection, dask.compute(*workload.collection.values()),
+                       strict=True))
+        check = spec.verify(workload, raw)
+    assert sum(fake_cudf.made) >= 20_000 + 2_000  # both tables, partition by partition
+    assert check.ok, check.detail
+    assert raw["joined_rows"] == 6_000

@@ -15,8 +15,9 @@ from conftest import compute_as_runner, run_cli, verify_on
 
 import daskgpu
 import pipelines.join_pipeline as jp
-from daskgpu.backends import Backend
+from daskgpu.backends import Backend, scheduler_workers
 from daskgpu.errors import ParameterError
+from pipelines import join_strategy
 from pipelines.join_check import lookup_totals
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
@@ -50,9 +51,10 @@ def test_default_partitions_run_is_verified(cpu_client):
     assert result.value["joined_rows"] == 60_000
     assert sum(result.value["aggregate"]["count"]) == 60_000
     assert result.data["seed"] == 11 and result.data["matched_rows"] == 60_000
-    assert result.data["join"] == "hash shuffle"
+    assert result.data["join"] == "broadcast"  # 3.2 MB of right table: broadcast
+    assert "below spilling (smallest worker memory limit)" in result.data["join_reason"]
     assert result.data["left_partitions"] == 2  # a multiple of the 2 worker threads
-    assert result.data["right_partitions"] == 2
+    assert result.data["right_partitions"] == 1  # broadcast: the right table in one partition
     assert result.throughput["elements_per_s"] > 0
 
 
@@ -67,12 +69,15 @@ def test_answer_matches_pandas_on_the_whole_tables(cpu_client):
 
 
 @pytest.mark.parametrize("match", [0.0, 0.3, 1.0])
-@pytest.mark.parametrize("rows, partitions", [(ROWS, 7), (200_003, 3)])
-def test_joined_count_is_exact(cpu_client, match, rows, partitions):
-    result = run(cpu_client, rows=rows, match=match, partitions=partitions, seed=5)
+@pytest.mark.parametrize("rows, partitions, broadcast", [(ROWS, 7, "auto"),
+                                                         (200_003, 3, "false")])
+def test_joined_count_is_exact(cpu_client, match, rows, partitions, broadcast):
+    result = run(cpu_client, rows=rows, match=match, partitions=partitions, seed=5,
+                 broadcast=broadcast)
     assert result.value["joined_rows"] == round(match * rows)
     assert sum(result.value["aggregate"]["count"]) == round(match * rows)
-    assert result.data["left_partitions"] == result.data["right_partitions"] == partitions
+    assert result.data["left_partitions"] == partitions
+    assert result.data["right_partitions"] == (1 if broadcast == "auto" else partitions)
     if match == 0:
         assert result.value["aggregate"]["mean_y"] == [None] * jp.GROUPS
 
@@ -102,23 +107,59 @@ def test_fresh_seed_is_reported(cpu_client):
     same_answer(result, run(cpu_client, rows=20_000, seed=result.data["seed"]))
 
 
-def test_broadcast_choices_give_the_same_answer(cpu_client):
-    results = {b: run(cpu_client, rows=ROWS, partitions=6, broadcast=b, seed=8)
-               for b in ("auto", "true", "false")}
-    assert results["true"].data["join"] == "broadcast"
-    assert results["false"].data["join"] == "hash shuffle"
-    assert results["auto"].data["join"] == "hash shuffle"  # equal partition counts: shuffle
-    same_answer(results["auto"], results["true"])
-    same_answer(results["auto"], results["false"])
+STRATEGIES = {  # given options -> the join reported
+    "auto": ({}, "broadcast"),
+    "broadcast": ({"broadcast": "true"}, "broadcast"),
+    "no broadcast": ({"broadcast": "false"}, "hash shuffle (tasks)"),
+    "tasks": ({"shuffle": "tasks"}, "hash shuffle (tasks)"),
+    "p2p": ({"shuffle": "p2p"}, "hash shuffle (p2p)"),
+}
 
 
-def test_tables_are_generated_once_in_one_graph(cpu_client):
-    spec = daskgpu.get_pipeline("join-pipeline")
-    workload = spec.workload(CPU2, rows=ROWS, partitions=5, seed=3)
+def test_every_strategy_gives_the_same_verified_answer(cpu_client):
+    """Each strategy's answer passes the independent check, and all answers agree."""
+    results = {name: run(cpu_client, rows=ROWS, partitions=6, seed=8, **given)
+               for name, (given, _) in STRATEGIES.items()}
+    for name, (_, join) in STRATEGIES.items():
+        assert results[name].data["join"] == join, name
+        same_answer(results["auto"], results[name])
+    assert "asked for (--shuffle p2p)" == results["p2p"].data["join_reason"]
+    assert results["broadcast"].data["right_partitions"] == 1
+    assert results["tasks"].data["right_partitions"] == 6
+
+
+def _task_names(workload) -> Counter:
     graph = dask.base.collections_to_expr(list(workload.collection.values())).optimize()
-    names = Counter(str(k[0] if isinstance(k, tuple) else k).rsplit("-", 1)[0]
-                    for k in graph.__dask_graph__())
-    assert names["join-left"] == 5 and names["join-right"] == 5
+    return Counter(str(k[0] if isinstance(k, tuple) else k).rsplit("-", 1)[0]
+                   for k in graph.__dask_graph__())
+
+
+def _right_tasks(names: Counter) -> int:
+    """Tasks making right-table partitions (on CPU, one making it keyed for the broadcast)."""
+    return sum(n for name, n in names.items() if "join-right" in name or "_keyed" in name)
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_the_graph_does_what_the_strategy_says(name):
+    given, join = STRATEGIES[name]
+    spec = daskgpu.get_pipeline("join-pipeline")
+    names = _task_names(spec.workload(CPU2, rows=ROWS, partitions=5, seed=3, **given))
+    shuffles = {n for n in names if "shuffle" in n or "hash-join" in n}
+    if join == "broadcast":
+        assert not shuffles and _right_tasks(names) == 1  # nothing of the left table moves
+    elif "p2p" in join:
+        assert "hash-join-transfer" in shuffles and "taskshuffle" not in shuffles
+    else:
+        assert "taskshuffle" in shuffles and "hash-join-transfer" not in shuffles
+
+
+def test_tables_are_generated_once_in_one_graph():
+    spec = daskgpu.get_pipeline("join-pipeline")
+    for broadcast, right_parts in (("auto", 1), ("false", 5)):
+        names = _task_names(spec.workload(CPU2, rows=ROWS, partitions=5, seed=3,
+                                          broadcast=broadcast))
+        assert names["join-left"] == 5 and _right_tasks(names) == right_parts
+    workload = spec.workload(CPU2, rows=ROWS, partitions=5, seed=3)
     assert workload.elements == ROWS + ROWS // 10
     assert workload.nbytes == 16 * workload.elements
 
@@ -226,6 +267,9 @@ def test_lookup_totals_equal_pandas_merge_and_groupby(cpu_client):
                                         r"\(--rows 100\)"),
      ({"partitions": 10**8}, "--rows defaults to"),
      ({"broadcast": "maybe"}, "--broadcast maybe: choose one of auto, true, false"),
+     ({"shuffle": "foo"}, "--shuffle foo: choose one of auto, tasks, p2p"),
+     ({"broadcast": "true", "shuffle": "tasks"}, "--shuffle tasks: a broadcast join shuffles "
+                                                 "nothing; give --broadcast true or --shuffle"),
      ({"seed": -1}, "--seed -1: must be 0 or more"),
      ({"size": 10}, "no parameter 'size'")],
 )
@@ -245,14 +289,18 @@ def test_cli_json_run():
     assert doc["value"]["joined_rows"] == 25_000
     assert sum(doc["value"]["aggregate"]["count"]) == 25_000
     assert doc["params"] == {"rows": 100_000, "match": 0.25, "partitions": 3,
-                             "broadcast": "auto", "seed": 7}
+                             "broadcast": "auto", "shuffle": "auto", "seed": 7}
     assert doc["data"]["seed"] == 7
+    assert doc["data"]["join"] == "broadcast" and doc["data"]["right_partitions"] == 1
+    assert "costs less than shuffling both tables" in doc["data"]["join_reason"]
 
 
 @pytest.mark.parametrize(
     "args, message",
     [(["--match", "1.5"], "--match"), (["--match", "x"], "must be a number"),
      (["--rows", "0"], "--rows"), (["--broadcast", "maybe"], "auto, true, false"),
+     (["--shuffle", "foo"], "'--shuffle': choose one of auto, tasks, p2p"),
+     (["--broadcast", "true", "--shuffle", "p2p"], "a broadcast join shuffles nothing"),
      (["--rows", "10", "--partitions", "11"], "more partitions than left rows")],
 )
 def test_cli_bad_input_is_one_line(args, message):
@@ -269,3 +317,83 @@ def test_gpu_backend_without_cudf_is_refused():
     gpu = Backend("gpu", "cupy", "cudf", workers=1, threads=1)
     with pytest.raises(BackendUnavailable, match="join-pipeline on GPUs needs cuDF"):
         daskgpu.get_pipeline("join-pipeline").workload(gpu, rows=100)
+
+
+# ------------------------------------------------------------------ the strategy, by size
+
+GIB = 2**30
+
+
+def choose(memory=None, **given):
+    sizes = dict(left_rows=10_000_000, right_rows=1_000_000, left_partitions=10, row_bytes=16)
+    return join_strategy.choose(CPU2, **{**sizes, **given},
+                                memory=memory or join_strategy.WorkerMemory(8 * GIB, 1, "test"))
+
+
+def test_a_small_right_table_is_broadcast():
+    strategy = choose()
+    assert strategy.broadcast and strategy.name == "broadcast"
+    assert strategy.reason.startswith("right table 16 MB: a copy and 1 merge(s) per worker "
+                                      "need 80 MB of the 5.15 GB below spilling (test)")
+
+
+def test_a_right_table_that_does_not_fit_a_worker_is_shuffled():
+    # 16 MB right table, 4 merges at once: 272 MB, above 60 % of 400 MB.
+    strategy = choose(memory=join_strategy.WorkerMemory(400 * 10**6, 4, "test"))
+    assert not strategy.broadcast and strategy.name == "hash shuffle (tasks)"
+    assert "need 272 MB, more than the 240 MB below spilling" in strategy.reason
+    with dask.config.set({"distributed.worker.memory.target": 0.9}):  # Dask's threshold decides
+        assert choose(memory=join_strategy.WorkerMemory(400 * 10**6, 4, "test")).broadcast
+
+
+def test_a_right_table_hashed_for_too_many_left_partitions_is_shuffled():
+    # Each left partition hashes the right table again: 100 x 10 M rows against 7 x 110 M.
+    strategy = choose(left_rows=100_000_000, right_rows=10_000_000, left_partitions=100)
+    assert not strategy.broadcast
+    assert "hashing it 100 time(s) costs more than shuffling both tables" in strategy.reason
+    assert choose(left_rows=100_000_000, right_rows=10_000_000, left_partitions=70).broadcast
+    # Once per worker where the worker's joins share the hash table.
+    assert choose(left_rows=100_000_000, right_rows=10_000_000, left_partitions=100,
+                  builds=2).broadcast
+
+
+def test_pandas_workers_hash_the_right_table_once_each():
+    spec = daskgpu.get_pipeline("join-pipeline")
+    names = _task_names(spec.workload(CPU2, rows=ROWS, partitions=5, seed=3))
+    assert names["_probe"] == 5 and not any("merge" in n for n in names)
+    reason = spec.workload(CPU2, rows=ROWS, partitions=5, seed=3).description["join_reason"]
+    assert "hashing it 2 time(s) costs less" in reason  # once per worker, not per partition
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_probe_equals_pandas_merge(repeat):
+    rng = np.random.default_rng(4)
+    right = pd.DataFrame({"key": rng.permutation(1000), "y": rng.random(1000)})
+    if repeat:  # a key held twice: the lookup cannot stand for the join, a merge does
+        right.loc[1, "key"] = right.loc[0, "key"]
+    for left in (pd.DataFrame({"key": rng.integers(-5, 1500, 5000), "x": rng.random(5000)}),
+                 jp.LEFT_META, pd.DataFrame({"key": [2000], "x": [0.5]})):
+        got = jp._probe(left, jp._keyed(right))
+        want = left.merge(right, on="key", how="inner")
+        pd.testing.assert_frame_equal(
+            got.sort_values(["key", "x", "y"]).reset_index(drop=True),
+            want.sort_values(["key", "x", "y"]).reset_index(drop=True))
+
+
+def test_options_override_the_choice():
+    huge = join_strategy.WorkerMemory(1, 1, "test")  # nothing fits
+    assert choose(memory=huge, broadcast="true").broadcast
+    assert choose(broadcast="false").name == "hash shuffle (tasks)"
+    assert choose(shuffle="p2p").name == "hash shuffle (p2p)"
+    assert choose(broadcast="false", shuffle="p2p").reason == "asked for (--broadcast false)"
+    with dask.config.set({"dataframe.shuffle.method": "disk"}):
+        assert choose(broadcast="false").name == "hash shuffle (disk)"
+
+
+def test_worker_memory_is_read_from_the_cluster(cpu_client):
+    limits = [w["memory_limit"] for w in scheduler_workers(cpu_client.client).values()]
+    memory = join_strategy.worker_memory(CPU2, cpu_client.client)
+    assert memory.limit == min(limits) and memory.threads == 1
+    with dask.config.set(scheduler=cpu_client.client):  # as the runner builds graphs
+        assert join_strategy.worker_memory(CPU2) == memory
+    assert join_strategy.worker_memory(CPU2).source == "host memory per worker"  # no cluster
