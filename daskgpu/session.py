@@ -191,9 +191,9 @@ def _connect_external(p: ClusterPlan):
 
 
 def _no_cuda_context_here() -> None:
-    # cuDF creates a CUDA context when it is imported, to check the device, unless told not
-    # to; in the client (should anything import cuDF there: the pipelines' collections carry
-    # pandas meta) that context would take memory on a GPU it never computes on. Set after local workers have started, so that they check.
+    # cuDF makes a CUDA context on import, to check the device, unless told not to; in the
+    # client (should anything import cuDF there: the pipelines' collections carry pandas
+    # meta) it would hold GPU memory. Set after local workers have started: they check.
     os.environ.setdefault("RAPIDS_NO_INITIALIZE", "1")
 
 
