@@ -7,9 +7,10 @@
 - numba-cuda can compile under numpy 2.5 (see :mod:`daskgpu.kernels.compat`), whoever
   compiles first on the worker.
 - The pipeline a cluster was started for (``daskgpu.worker.warm-up``) is imported, and its
-  ``warm_up`` run, in a background thread as the worker starts: the first compute finds the
-  modules imported and the kernels loaded, as a warm cluster's would. A task that needs them
-  sooner waits on Python's import lock, or Numba's compile lock, rather than doing it twice.
+  ``warm_up`` run, as the worker starts, before it registers with the scheduler: the first
+  compute finds the modules imported and the kernels loaded, as a warm cluster's would. Not in
+  a background thread: an import there racing a task's unpickling deadlocked in the import
+  hook that dask-cuda's dependency (rapids-dask-dependency) installs for dask.
 - With an RMM pool (``--rmm-pool-size``), Numba's device allocations (the kernels' outputs and
   scratch arrays) come from the pool too; dask-cuda routes CuPy's itself. Without this the pool
   would only take memory away from the pipelines.
@@ -42,8 +43,7 @@ def dask_setup(worker) -> None:
     compat.restore_row_stack()
     warm_up = dask.config.get(WARM_UP, None)
     if warm_up:
-        threading.Thread(target=_warm_up, args=(warm_up["pipeline"], warm_up["backend"]),
-                         name="daskgpu-warm-up", daemon=True).start()
+        _warm_up(warm_up["pipeline"], warm_up["backend"])
     if dask.config.get("daskgpu.worker.rmm-for-numba", False):
         try:
             route_numba_to_rmm()

@@ -8,6 +8,8 @@ load the others' kernels, nor does a worker that unpickles one of its task funct
 BUILTIN = {
     "histogram-pipeline": "pipelines.histogram_pipeline",
     "join-pipeline": "pipelines.join_pipeline",
+    "kmeans-pipeline": "pipelines.kmeans_pipeline",
+    "matmul-pipeline": "pipelines.matmul_pipeline",
     "mean-pipeline": "pipelines.mean_pipeline",
     "stencil-pipeline": "pipelines.stencil_pipeline",
     "train-pipeline": "pipelines.train_pipeline",
@@ -18,8 +20,13 @@ BUILTIN = {
 SUMMARIES = {
     "histogram-pipeline": "Histogram of a large array (numpy.histogram semantics) with a custom "
                           "kernel per chunk",
-    "join-pipeline": "Inner join of two synthetic tables (shuffle-heavy, like dask-cuda's merge "
-                     "benchmark) and a group-by aggregate",
+    "join-pipeline": "Inner join of two synthetic tables (like dask-cuda's merge benchmark; the "
+                     "smaller broadcast where it fits, else hash-shuffled) and a group-by "
+                     "aggregate",
+    "matmul-pipeline": "Matrix product C = A B of two large matrices with the backend's BLAS "
+                       "per block, verified by Freivalds' check",
+    "kmeans-pipeline": "Lloyd's k-means data-parallel: a fused kernel pass per shard (nearest "
+                       "centroid, sums, counts), tree-reduced",
     "mean-pipeline": "Mean of a large n x n random array (or of a .npy/Zarr input), verified",
     "stencil-pipeline": "2-D heat diffusion: explicit 5-point stencil kernel, halo exchange, "
                         "temporal blocking",

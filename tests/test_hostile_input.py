@@ -178,6 +178,11 @@ EXTREME_CHUNKS = st.one_of(
 )
 EXTREME_PARAMS = {
     "mean-pipeline": {"size": EXTREME, "chunks": EXTREME_CHUNKS, "dtype": st.just("float32")},
+    "matmul-pipeline": {"size": st.one_of(st.none(), EXTREME),
+                        "chunks": st.one_of(st.just("auto"), EXTREME.map(str),
+                                            st.tuples(EXTREME, EXTREME).map(
+                                                lambda t: f"{t[0]},{t[1]}")),
+                        "shape": st.one_of(st.none(), st.tuples(EXTREME, EXTREME, EXTREME))},
     "histogram-pipeline": {"values": EXTREME, "chunks": EXTREME_CHUNKS,
                            "bins": st.sampled_from([1, 10_000_000]),
                            "range": st.sampled_from([None, (-1e308, 1e308), (0, 5e-324)])},
@@ -187,7 +192,15 @@ EXTREME_PARAMS = {
     "trips-pipeline": {"rows": EXTREME, "seed": st.sampled_from([0, 2**62])},
     "join-pipeline": {"rows": st.sampled_from([1, 9, 10, 11, 10**10]),
                       "partitions": st.one_of(st.none(), EXTREME),
-                      "match": st.sampled_from([0.0, 1.0])},
+                      "match": st.sampled_from([0.0, 1.0]),
+                      "broadcast": st.sampled_from(["auto", "true", "false", "TRUE", "yes"]),
+                      "shuffle": st.sampled_from(["auto", "tasks", "p2p", "P2P", "disk", ""])},
+    "train-pipeline": {"samples": EXTREME, "features": EXTREME, "chunks": EXTREME_CHUNKS,
+                       "classes": st.sampled_from([2, 10, 2**31])},
+    "kmeans-pipeline": {"samples": EXTREME, "features": EXTREME, "chunks": EXTREME_CHUNKS,
+                        "clusters": st.sampled_from([1, 16, 2**31]),
+                        "k": st.sampled_from([1, 16, 2**31]),
+                        "max_iter": st.sampled_from([1, 100, 2**40])},
 }
 
 
@@ -420,6 +433,11 @@ CLI_CASES = [
     ("stencil-pipeline", ["--size", "3", "--steps-per-exchange", "4"], False, "deeper"),
     ("stencil-pipeline", ["--alpha", "1e-400x"], False, "--alpha"),
     ("join-pipeline", ["--partitions", "10000000000"], False, "--partitions"),
+    ("matmul-pipeline", ["--shape", "1,2"], False, "three sizes"),
+    ("matmul-pipeline", ["--shape", f"{2**40},{2**40},{2**40}"], False, "smaller size"),
+    ("matmul-pipeline", ["--input-a", "/nonexistent/a.npy", "--input-b", "/nonexistent/b.npy"],
+     False, "no such file"),
+    ("join-pipeline", ["--broadcast", "true", "--shuffle", "tasks"], False, "--shuffle tasks"),
     ("mean-pipeline", ["--gpus", "0,\u0661-\u0660"], True, "--gpus"),
     ("mean-pipeline", ["--gpus", "GPU-,0"], True, "--gpus"),
     ("mean-pipeline", ["--gpus", "0\n1"], True, "--gpus"),

@@ -19,12 +19,15 @@ from daskgpu import registry
 # Small runs of each built-in pipeline (fast on two CPU workers, several blocks/partitions).
 CASES = {
     "mean-pipeline": {"size": 600, "chunks": 200, "seed": 3},
+    "matmul-pipeline": {"shape": "150,120,130", "chunks": "60,40,50", "seed": 8},
     "histogram-pipeline": {"values": 40_000, "chunks": 5_000, "bins": 16, "seed": 4},
     "stencil-pipeline": {"size": 60, "chunks": 20, "steps": 12},
     "trips-pipeline": {"rows": 20_000, "partitions": 4, "seed": 5},
     "join-pipeline": {"rows": 20_000, "partitions": 4, "seed": 6},
     "train-pipeline": {"samples": 4_000, "features": 32, "classes": 5, "steps": 4,
                        "chunks": 1_000, "seed": 7},
+    "kmeans-pipeline": {"samples": 8_000, "features": 4, "clusters": 5, "chunks": 2_000,
+                        "init": "random", "seed": 7},
 }
 MIN_MUTATIONS = 3
 

@@ -1,0 +1,321 @@
+"""Independent verification of kmeans-pipeline's result (:func:`verify`) and its mutations.
+
+What the check establishes, on data it draws again on the workers from the documented
+per-shard seeds, its own way, with every value in float64, over all points:
+
+- the iterations stop as the rule says: every shift but the last over ``--tol``, and the last
+  one within it unless ``--max-iter`` iterations ran; random initial centroids are the seeded
+  points of the data;
+- every iteration is one Lloyd step: each reported centroid is the mean of the points nearest
+  the previous centroids (the previous centroid where none is), so the final centroids are a
+  fixed point within ``--tol`` of the step that gave them; every reported inertia is that of
+  its centroids, and the inertia never increases;
+- with as many centroids as blobs, where each blob's centre has exactly one centroid near it,
+  every centroid lies within a few standard errors (``1 / sqrt(points)``) of that centre: the
+  blobs were found. (Lloyd's iteration may rightly end in a local optimum that pairs centroids
+  and blobs otherwise; the detail says so and the check does not fail.)
+
+A point's nearest centroid is known only up to rounding: the run's distances (in the data's
+dtype, the centroids rounded to it) and the check's (float64, ``|x|^2 - 2 x.c + |c|^2``) each
+err by a bounded amount; a point whose nearest centroids are within both errors of each other
+may go to either, and the allowed difference of each mean counts such points. Sums of many
+float64 terms follow Higham and Mary's probabilistic bound, ``LAMBDA * sqrt(n) * u``.
+
+It shares no code with the run (:mod:`pipelines.kmeans_pipeline`, :mod:`pipelines.kmeans_steps`,
+the kernel, :mod:`daskgpu.data_parallel`): it takes from :mod:`pipelines.kmeans_data` only the
+scheme's constants. ``MUTATIONS`` are the wrong results it must reject.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import dask
+import numpy as np
+
+from daskgpu.backends import to_host
+from daskgpu.registry import Mutation, Verification, Workload
+from pipelines.kmeans_data import CENTRE_TRIES, CENTRES, INIT, POINTS, SEPARATION, half_width
+
+LAMBDA = 9.0
+FALSE_ALARM = 1e-9  # chance that a correct run's centroid falls outside the blob's bound
+SLAB = 16_384  # points recomputed at once in float64
+EPS64 = float(np.finfo(np.float64).eps)
+
+
+def verify(workload: Workload, raw) -> Verification:
+    """Check the iterations, inertias and centroids of a k-means run against a float64 replay.
+
+    See the module's docstring for what is established.
+    """
+    ctx = workload.context
+    failure = _check_structure(ctx, raw) or _check_stop(ctx, raw)
+    if failure:
+        return Verification(False, failure)
+    trajectory = np.asarray(raw["centroids"], dtype=np.float64)
+    totals = _recompute(ctx, trajectory)
+    for check in (_check_init, _check_steps, _check_inertias, _check_descent):
+        failure = check(ctx, raw, totals)
+        if failure:
+            return Verification(False, failure)
+    found = _check_centres(ctx, trajectory[-1], totals)
+    if found.startswith("centroid"):
+        return Verification(False, found)
+    iterations = len(trajectory) - 1
+    after = _lloyd(trajectory[-1], totals, iterations)[0]
+    move = float(np.sqrt(((after - trajectory[-1]) ** 2).sum(axis=1)).max())
+    return Verification(True, (
+        f"all {iterations} iterations recomputed in float64 on all {ctx['samples']} points "
+        f"agree; {iterations + 1} inertias agree and never increase; one more step would move "
+        f"the centroids by {move:.3g}; {found}"))
+
+
+# --------------------------------------------------------------------------- the replay
+
+
+def _centres(seed: int, clusters: int, features: int) -> np.ndarray:
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(CENTRES,)))
+    width = half_width(clusters, features)
+    out = []
+    while len(out) < clusters:
+        for _ in range(CENTRE_TRIES):
+            c = rng.uniform(-width, width, features)
+            if all(np.sum((c - o) ** 2) >= SEPARATION ** 2 for o in out):
+                out.append(c)
+                break
+        else:
+            raise AssertionError("the run drew centres the scheme cannot")
+    return np.array(out)
+
+
+def shard_totals(seed: int, index: int, rows: int, clusters: int, dtype: str, library: str,
+                 trajectory: np.ndarray, picked: np.ndarray) -> dict:
+    """Redraw shard ``index`` and total, in float64, what the checks compare (on a worker).
+
+    For each centroids ``trajectory[t]``: per centroid, the points nearest it, their sum, the
+    sum of their magnitudes, and (``near``, ``near_abs``) the points that may be nearest it
+    within rounding; the inertia and its rounding allowance. And the points at ``picked``.
+    """
+    xp = importlib.import_module(library)
+    steps, k, d = trajectory.shape
+    sequence = np.random.SeedSequence(seed, spawn_key=(POINTS, index))
+    rng = (np.random.default_rng(sequence) if library == "numpy"
+           else xp.random.default_rng(int(sequence.generate_state(1, np.uint64)[0])))
+    blob = rng.integers(0, clusters, rows)
+    points = rng.standard_normal((rows, d), dtype=dtype)
+    points += xp.asarray(_centres(seed, clusters, d).astype(dtype))[blob]
+    unit = float(np.finfo(dtype).eps) / 2
+    c = xp.asarray(trajectory)
+    c_norm2 = (c ** 2).sum(axis=2)  # (steps, k)
+    out = {name: xp.zeros((steps, k)) for name in ("counts", "near")}
+    for name in ("sums", "abs_sums", "near_abs"):
+        out[name] = xp.zeros((steps, k, d))
+    out["inertia"], out["inertia_tol"] = xp.zeros(steps), xp.zeros(steps)
+    for start in range(0, rows, SLAB):
+        x = points[start:start + SLAB].astype(np.float64)
+        ax = xp.abs(x)
+        x_norm2 = (x ** 2).sum(axis=1)
+        for t in range(steps):
+            dist = xp.maximum(x_norm2[:, None] - 2 * (x @ c[t].T) + c_norm2[t], 0)
+            mine = 2 * (d + 2) * EPS64 * (x_norm2[:, None] + c_norm2[t])
+            err = (mine + (d + 3) * unit * dist + 2.5 * unit * xp.sqrt(dist * c_norm2[t])
+                   + 2 * unit ** 2 * c_norm2[t])
+            best = xp.argmin(dist, axis=1)
+            low = xp.take_along_axis(dist, best[:, None], axis=1)[:, 0]
+            low_err = xp.take_along_axis(err, best[:, None], axis=1)[:, 0]
+            within = (dist - low[:, None]) <= err + low_err[:, None]
+            shared = within & (within.sum(axis=1) > 1)[:, None]
+            onehot = (best[:, None] == xp.arange(k)[None]).astype(np.float64)
+            out["counts"][t] += onehot.sum(axis=0)
+            out["sums"][t] += onehot.T @ x
+            out["abs_sums"][t] += onehot.T @ ax
+            out["near"][t] += shared.sum(axis=0)
+            out["near_abs"][t] += shared.astype(np.float64).T @ ax
+            out["inertia"][t] += low.sum()
+            out["inertia_tol"][t] += (low_err + (err * within).max(axis=1)).sum()
+    total = {name: to_host(value) for name, value in out.items()}
+    total["inertia_tol"] += LAMBDA * math.sqrt(max(rows, 1)) * EPS64 * total["inertia"]
+    total["picked"] = to_host(points[xp.asarray(picked)].astype(np.float64))
+    return total
+
+
+def _init_rows(ctx: dict) -> np.ndarray:
+    rng = np.random.default_rng(np.random.SeedSequence(ctx["seed"], spawn_key=(INIT,)))
+    return rng.choice(ctx["samples"], size=ctx["k"], replace=False)
+
+
+def _recompute(ctx: dict, trajectory: np.ndarray) -> dict:
+    """Totals of :func:`shard_totals` over all shards; the initial points in centroid order."""
+    rows = _init_rows(ctx) if ctx["init"] == "random" else np.zeros(0, np.int64)
+    edges = np.cumsum((0, *ctx["sizes"]))
+    tasks, positions = [], []
+    for i, size in enumerate(ctx["sizes"]):
+        mine = np.flatnonzero((rows >= edges[i]) & (rows < edges[i + 1]))
+        positions.append(mine)
+        tasks.append(dask.delayed(shard_totals, pure=True)(
+            ctx["seed"], i, size, ctx["clusters"], ctx["dtype"], ctx["library"], trajectory,
+            rows[mine] - edges[i]))
+    done = dask.compute(*tasks)
+    totals = {key: sum(part[key] for part in done) for key in done[0] if key != "picked"}
+    totals["init"] = None
+    if len(rows):
+        totals["init"] = np.empty((len(rows), ctx["features"]))
+        totals["init"][np.concatenate(positions)] = np.concatenate([p["picked"] for p in done])
+    return totals
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def _check_structure(ctx: dict, raw) -> str | None:
+    keys = ("centroids", "inertias", "iterations")
+    if not isinstance(raw, dict) or any(key not in raw for key in keys):
+        return f"result carries no centroids, inertias and iterations to check: {type(raw)}"
+    trajectory = np.asarray(raw["centroids"])
+    steps = int(raw["iterations"])
+    if trajectory.ndim != 3 or trajectory.shape[1:] != (ctx["k"], ctx["features"]):
+        return f"centroids of shape {trajectory.shape}; (iterations + 1, k, d) expected"
+    if trajectory.shape[0] != steps + 1 or len(raw["inertias"]) != steps + 1:
+        return (f"{steps} iterations reported, {trajectory.shape[0]} centroid sets and "
+                f"{len(raw['inertias'])} inertias (iterations + 1 expected)")
+    if not 1 <= steps <= ctx["max_iter"]:
+        return f"{steps} iterations reported; between 1 and --max-iter {ctx['max_iter']} expected"
+    if not np.all(np.isfinite(trajectory)):
+        return "centroids hold NaN or infinite values"
+    return None
+
+
+def _shifts(trajectory: np.ndarray) -> np.ndarray:
+    return np.sqrt(((np.diff(trajectory, axis=0)) ** 2).sum(axis=2)).max(axis=1)
+
+
+def _check_stop(ctx: dict, raw) -> str | None:
+    shifts = _shifts(np.asarray(raw["centroids"], dtype=np.float64))
+    tol, steps = ctx["tol"], len(shifts)
+    early = np.flatnonzero(shifts[:-1] <= tol)
+    if len(early):
+        return (f"iterations went on after iteration {early[0] + 1}, whose largest centroid "
+                f"shift {shifts[early[0]]:.3g} was within --tol {tol:g}")
+    if shifts[-1] > tol and steps < ctx["max_iter"]:
+        return (f"iterations stopped after {steps} (of --max-iter {ctx['max_iter']}) with a "
+                f"last centroid shift {shifts[-1]:.3g} over --tol {tol:g}")
+    return None
+
+
+def _check_init(ctx: dict, raw, totals: dict) -> str | None:
+    if totals["init"] is None:
+        return None
+    first = np.asarray(raw["centroids"][0], dtype=np.float64)
+    if not np.array_equal(first, totals["init"]):
+        j = int(np.flatnonzero((first != totals["init"]).any(axis=1))[0])
+        return (f"initial centroid {j} is {first[j][:3].tolist()}..., the seeded point "
+                f"{totals['init'][j][:3].tolist()}... expected")
+    return None
+
+
+def _lloyd(previous: np.ndarray, totals: dict, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """The step from ``previous`` (the centroids at ``t``) and how far each entry may be off."""
+    counts, near = totals["counts"][t], totals["near"][t]
+    expected = previous.copy()
+    filled = counts > 0
+    expected[filled] = totals["sums"][t][filled] / counts[filled, None]
+    sure = np.maximum(counts - near, 1)[:, None]
+    allowed = (totals["near_abs"][t] + near[:, None] * np.abs(expected)) / sure
+    allowed[(counts <= near) & (near > 0)] = np.inf  # every point of it may belong elsewhere
+    n = max(1.0, float(counts.sum()))
+    allowed += (LAMBDA * math.sqrt(n) * EPS64 * totals["abs_sums"][t] / np.maximum(counts, 1)
+                [:, None] + 4 * EPS64 * np.abs(expected))
+    return expected, allowed
+
+
+def _check_steps(ctx: dict, raw, totals: dict) -> str | None:
+    trajectory = np.asarray(raw["centroids"], dtype=np.float64)
+    for t in range(len(trajectory) - 1):
+        expected, allowed = _lloyd(trajectory[t], totals, t)
+        excess = np.abs(trajectory[t + 1] - expected) - allowed
+        if np.any(excess > 0):
+            j, f = np.unravel_index(int(np.argmax(excess)), excess.shape)
+            return (f"iteration {t + 1}: centroid {j} feature {f} = "
+                    f"{trajectory[t + 1][j, f]:.9g}, the mean of its points is "
+                    f"{expected[j, f]:.9g} (tolerance {allowed[j, f]:.2g})")
+    return None
+
+
+def _check_inertias(ctx: dict, raw, totals: dict) -> str | None:
+    reported = np.asarray(raw["inertias"], dtype=np.float64)
+    for t, value in enumerate(reported):
+        if not abs(value - totals["inertia"][t]) <= totals["inertia_tol"][t]:
+            return (f"inertia at iteration {t}: {value:.9g} reported, "
+                    f"{totals['inertia'][t]:.9g} recomputed (tolerance "
+                    f"{totals['inertia_tol'][t]:.2g})")
+    return None
+
+
+def _check_descent(ctx: dict, raw, totals: dict) -> str | None:
+    reported = np.asarray(raw["inertias"], dtype=np.float64)
+    slack = totals["inertia_tol"]
+    for t in range(1, len(reported)):
+        if reported[t] > reported[t - 1] + slack[t] + slack[t - 1]:
+            return (f"inertia rose from {reported[t - 1]:.9g} to {reported[t]:.9g} at "
+                    f"iteration {t}")
+    return None
+
+
+def _check_centres(ctx: dict, final: np.ndarray, totals: dict) -> str:
+    """``centroid ...`` for a blob found wrongly; else what was found, in words."""
+    if ctx["k"] != ctx["clusters"]:
+        return f"--k {ctx['k']} differs from --clusters {ctx['clusters']}: centres not compared"
+    centres = _centres(ctx["seed"], ctx["clusters"], ctx["features"])
+    gap = np.sqrt(((final[:, None, :] - centres[None]) ** 2).sum(axis=2))
+    close = gap < SEPARATION / 2
+    if not (np.all(close.sum(axis=0) == 1) and np.all(close.sum(axis=1) == 1)):
+        paired = int((close.sum(axis=1) == 1).sum())
+        return (f"a local optimum: {paired} of {ctx['k']} centroids near a blob's true centre "
+                "(not an error of Lloyd's iteration)")
+    counts = totals["counts"][-1]
+    z = math.sqrt(2 * math.log(2 * final.size / FALSE_ALARM))
+    for j, c in enumerate(np.argmax(close, axis=1)):
+        bound = z / math.sqrt(max(counts[j], 1)) + ctx["tol"]
+        off = np.abs(final[j] - centres[c])
+        if np.any(off > bound):
+            f = int(np.argmax(off))
+            return (f"centroid {j} is {off[f]:.3g} from its blob's true centre in feature {f}; "
+                    f"within {bound:.3g} ({z:.1f} standard errors) expected")
+    return f"every blob's true centre found within {z:.1f} standard errors"
+
+
+# --------------------------------------------------------------------------- mutations
+
+
+def _moved_centroid(raw: dict) -> dict:
+    trajectory = np.array(raw["centroids"], dtype=np.float64, copy=True)
+    trajectory[-1, 0, 0] += 0.01
+    return {**raw, "centroids": trajectory}
+
+
+def _altered_inertia(raw: dict) -> dict:
+    inertias = np.array(raw["inertias"], dtype=np.float64, copy=True)
+    inertias[len(inertias) // 2] *= 1.01
+    return {**raw, "inertias": inertias}
+
+
+def _stopped_early(raw: dict) -> dict:
+    return {**raw, "centroids": np.asarray(raw["centroids"])[:-1],
+            "inertias": np.asarray(raw["inertias"])[:-1], "iterations": raw["iterations"] - 1}
+
+
+def _moved_start(raw: dict) -> dict:
+    trajectory = np.array(raw["centroids"], dtype=np.float64, copy=True)
+    trajectory[0, -1] += 0.5
+    return {**raw, "centroids": trajectory}
+
+
+MUTATIONS = (
+    Mutation("a final centroid moved by 0.01", _moved_centroid, "centroid"),
+    Mutation("an inertia altered by 1 %", _altered_inertia, "inertia"),
+    Mutation("iterations miscounted", lambda raw: {**raw, "iterations": raw["iterations"] + 1},
+             "iterations"),
+    Mutation("stopped one iteration early", _stopped_early, "iterations"),
+    Mutation("an initial centroid moved", _moved_start, "initial"),
+)

@@ -1,0 +1,313 @@
+"""kmeans-pipeline: Lloyd's k-means, data-parallel, with daskgpu's fused kernel.
+
+Points from ``--clusters`` well-separated Gaussian blobs with known centres are drawn on the
+workers from the run's seed, as shards that stay where they were made (the build,
+``build_s``). Each iteration then broadcasts the ``k`` centroids, runs one pass of
+:func:`daskgpu.kernels.kmeans.kmeans_pass` on every shard where it lives (per shard: the
+``k x d`` sums and ``k`` counts of the points nearest each centroid, and their inertia; never a
+label per point), tree-reduces them, and takes ``sums / counts`` as the new centroids, in the
+driver (:mod:`daskgpu.data_parallel`); the initialisation and the iterations are the compute
+(``compute_s``). A centroid that no point is nearest keeps its place (the empty-cluster rule).
+It stops when no centroid moves more than ``--tol`` or after ``--max-iter`` iterations.
+:mod:`pipelines.kmeans_check` verifies every iteration on data it draws again its own way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import dask
+import numpy as np
+
+from daskgpu import data_parallel
+from daskgpu import output as output_files
+from daskgpu.chunking import MAX_BLOCK_BYTES
+from daskgpu.errors import DaskGPUError, ParameterError
+from daskgpu.params import (
+    Param,
+    choice,
+    chunks,
+    finite_float,
+    non_negative_int,
+    output_path,
+    positive_int,
+)
+from daskgpu.registry import Resolved, Workload, pipeline
+from daskgpu.timing import timed
+from pipelines.kmeans_check import MUTATIONS, verify
+from pipelines.kmeans_data import shard_sizes
+from pipelines.kmeans_steps import (
+    InProcess,
+    blob_centres,
+    initial_centroids,
+    make_shard,
+    one_process_lloyd,
+    run,
+)
+
+CPU_DEFAULT_SAMPLES = 1_000_000
+GPU_DEFAULT_SAMPLES = 100_000_000
+# Each iteration runs one task per shard: more than this many would make it all scheduling.
+MAX_SHARDS = 4096
+# The centroids go to every worker each iteration; all of them are kept for the check.
+MAX_CENTROIDS = 2**22
+MAX_TRAJECTORY = 2**26
+# The blobs' centres are drawn apart one by one (quadratic in their count).
+MAX_CLUSTERS = 10_000
+INITS = ("k-means||", "random")
+
+
+def tolerance(value) -> float:
+    """A finite shift of 0 or more."""
+    number = finite_float(value)
+    if number < 0:
+        raise ValueError("must be 0 or more")
+    return number
+
+
+PARAMS = (
+    Param("samples", positive_int, None, "Points [default: 1000000 on CPU, 100000000 on "
+          "GPUs].", "N"),
+    Param("features", positive_int, 32, "Features per point [default: 32].", "N"),
+    Param("clusters", positive_int, 16, "Gaussian blobs the points are drawn from "
+          "[default: 16].", "N"),
+    Param("k", positive_int, None, "Centroids to find [default: --clusters].", "N"),
+    Param("max_iter", positive_int, 100, "Most Lloyd iterations [default: 100].", "N"),
+    Param("tol", tolerance, 1e-4, "Stop once no centroid moves further than this "
+          "[default: 1e-4].", "FLOAT"),
+    Param("init", choice(INITS), "k-means||", "Initial centroids: k-means|| (seeded, "
+          "simplified) or k seeded points of the data [default: k-means||].",
+          "random|k-means||", INITS),
+    Param("chunks", chunks, "auto", "Points per shard: auto (one shard per CPU thread or per "
+          "GPU), or N.", "auto|N"),
+    Param("dtype", choice(("float32", "float64")), "float32", "Element type of the points.",
+          "float32|float64", ("float32", "float64")),
+    Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
+    Param("output", output_path((".npy", ".csv")), None, "Write the final centroids to this "
+          ".npy or .csv file.", "PATH"),
+)
+
+
+def settle(backend, values: dict) -> tuple[dict, dict]:
+    """Size the data for the backend and refuse what no cluster can cluster.
+
+    Raises
+    ------
+    ParameterError
+        More centroids than points, too many shards, a shard or the centroids too large.
+    """
+    values = dict(values)
+    if values["samples"] is None:
+        values["samples"] = GPU_DEFAULT_SAMPLES if backend.is_gpu else CPU_DEFAULT_SAMPLES
+    if values["k"] is None:
+        values["k"] = values["clusters"]
+    samples, features, k = values["samples"], values["features"], values["k"]
+    if values["clusters"] > MAX_CLUSTERS:
+        raise ParameterError(f"--clusters {values['clusters']}: at most {MAX_CLUSTERS} blobs")
+    if k > samples:
+        raise ParameterError(f"--k {k}: more centroids than the {samples} points; give --k "
+                             f"at most {samples}")
+    for name in ("k", "clusters"):
+        if values[name] * features > MAX_CENTROIDS:
+            raise ParameterError(
+                f"--{name} {values[name]} x --features {features}: at most {MAX_CENTROIDS:.3g} "
+                "centroid entries (they go to every worker at each iteration)")
+    if (values["max_iter"] + 1) * k * features > MAX_TRAJECTORY:
+        raise ParameterError(
+            f"--max-iter {values['max_iter']} x --k {k} x --features {features}: at most "
+            f"{MAX_TRAJECTORY:.3g} centroid entries over all iterations (each is checked)")
+    given = values["chunks"]
+    if given != "auto":
+        if len(given) > 2 or (len(given) == 2 and given[1] < features):
+            raise ParameterError(
+                f"--chunks {','.join(map(str, given))}: give points per shard (N); a shard "
+                f"holds whole points of all {features} features")
+        shards = math.ceil(samples / given[0])
+        if shards > MAX_SHARDS:
+            raise ParameterError(
+                f"--chunks {given[0]}: {shards:.3g} shards of {samples} points; at most "
+                f"{MAX_SHARDS} (each iteration runs one task per shard): give more per shard")
+    per_shard = rows_per_shard(given, samples, backend)
+    if per_shard * features * np.dtype(values["dtype"]).itemsize > MAX_BLOCK_BYTES:
+        raise ParameterError(
+            f"--samples {samples} x --features {features}: a shard of {per_shard} points is "
+            f"over {MAX_BLOCK_BYTES / 2**40:g} TiB; give fewer samples or features")
+    return values, {}
+
+
+def rows_per_shard(given, samples: int, backend) -> int:
+    """Points of each shard: as given, or one shard per GPU worker or per CPU thread."""
+    if given != "auto":
+        return min(given[0], samples)
+    slots = backend.workers if backend.is_gpu else backend.threads
+    return math.ceil(samples / max(1, slots))
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+SUMMARY = ("Lloyd's k-means data-parallel: a fused kernel pass per shard (nearest centroid, "
+           "sums, counts), tree-reduced")
+
+
+def warm_up(backend_name: str) -> None:
+    """On a CPU worker as it starts: load the kernel's twin for both float dtypes."""
+    if backend_name == "cpu":
+        from daskgpu.kernels.kmeans import kmeans_pass
+
+        for dtype in (np.float32, np.float64):
+            kmeans_pass(np.zeros((4, 2), dtype), np.ones((2, 2)))
+
+
+def baseline(resolved: Resolved) -> tuple[float, dict]:
+    """Seconds and answer of Lloyd's iterations in one process with NumPy, same init and stop.
+
+    The shards are drawn as the run draws them and the initial centroids found on them as the
+    run finds them (untimed); then :func:`pipelines.kmeans_steps.one_process_lloyd` is timed:
+    every shard's distances to the centroids by broadcasting in the data's dtype, the nearest
+    (lowest index on ties), the means.
+    """
+    sizes = _sizes(resolved)
+    xp = importlib.import_module(resolved.backend.array_library)
+    shards = [make_shard(*args) for args in _shard_arguments(resolved, sizes)]
+    start = initial_centroids(InProcess(), shards, sizes, resolved["seed"], resolved["k"],
+                              resolved["init"])
+    seconds, answer = timed(resolved.backend, lambda: one_process_lloyd(
+        shards, start, resolved["max_iter"], resolved["tol"], xp))
+    return seconds, _value(answer)
+
+
+@pipeline("kmeans-pipeline", SUMMARY, PARAMS, verify, settle=settle, baseline=baseline,
+          mutations=MUTATIONS, warm_up=warm_up)
+def prepare(resolved: Resolved) -> Workload:
+    """Draw the shards on the workers (kept there), and build the task that clusters them."""
+    client = _client()
+    sizes = _sizes(resolved)
+    centres = blob_centres(resolved["seed"], resolved["clusters"], resolved["features"])
+    futures = data_parallel.place(client, make_shard, _shard_arguments(resolved, sizes, centres))
+    _wait_made(futures)
+    shards = data_parallel.ShardKeys.holding(futures)
+    samples, features, k = resolved["samples"], resolved["features"], resolved["k"]
+    dtype = np.dtype(resolved["dtype"])
+    clustering = (sizes, resolved["seed"], k, resolved["init"], resolved["max_iter"],
+                  resolved["tol"])
+    # One task drives the iterations from a worker (the runner computes one collection).
+    collection = dask.delayed(data_parallel.drive_on_cluster, pure=False)(run, shards,
+                                                                         *clustering)
+    elements = samples * features  # one pass; ``present`` counts the passes made
+    return Workload(
+        collection=collection,
+        drive=drive,
+        bytes_are="read",
+        elements=elements,
+        nbytes=elements * dtype.itemsize,
+        description={
+            "source": f"{resolved['clusters']} Gaussian blobs, seed {resolved['seed']}",
+            "shape": [samples, features],
+            "k": k,
+            "shards": f"{len(sizes)} of up to {sizes[0]} points",
+            "dtype": dtype.name,
+        },
+        context={"shards": shards, "clustering": clustering, "seed": resolved["seed"],
+                 "samples": samples, "features": features, "clusters": resolved["clusters"],
+                 "k": k, "init": resolved["init"], "max_iter": resolved["max_iter"],
+                 "tol": resolved["tol"], "dtype": dtype.name,
+                 "library": resolved.backend.array_library, "sizes": sizes,
+                 "output": resolved["output"]},
+        present=present,
+        save=_save if resolved["output"] is not None else None,
+    )
+
+
+def drive(workload: Workload, client) -> dict:
+    """The clustering driven from ``client`` (the run's own) on the workload's shards.
+
+    The same result as computing ``workload.collection``, without a task driving the
+    iterations from a worker.
+    """
+    return run(client, workload.context["shards"].futures, *workload.context["clustering"])
+
+
+def _sizes(resolved: Resolved) -> tuple[int, ...]:
+    samples = resolved["samples"]
+    return shard_sizes(samples, rows_per_shard(resolved["chunks"], samples, resolved.backend))
+
+
+def _shard_arguments(resolved: Resolved, sizes, centres=None) -> list[tuple]:
+    if centres is None:
+        centres = blob_centres(resolved["seed"], resolved["clusters"], resolved["features"])
+    return [(resolved["seed"], i, rows, resolved["features"], resolved["dtype"],
+             resolved.backend.array_library, centres) for i, rows in enumerate(sizes)]
+
+
+def _client():
+    """The run's client: Dask's configured scheduler (the runner sets it), or the default."""
+    scheduler = dask.config.get("scheduler", None)
+    if hasattr(scheduler, "submit"):
+        return scheduler
+    from distributed import get_client
+
+    try:
+        return get_client()
+    except ValueError:
+        raise DaskGPUError("kmeans-pipeline keeps its data on a cluster's workers: start one "
+                           "first (daskgpu.cluster())") from None
+
+
+def _wait_made(futures) -> None:
+    """Wait until every shard is drawn; a shard that failed raises its worker's error."""
+    from distributed import wait
+
+    wait(futures)
+    for future in futures:
+        if future.status == "error":
+            future.result()
+
+
+def present(workload: Workload, raw: dict) -> dict:
+    """The run's value (iterations, inertias, final centroids); times go to the report's data.
+
+    The shards are let go: clustered, and ``verify`` draws its own data.
+    """
+    workload.context["shards"].release()
+    # every Lloyd pass reads all points (the initialisation's reads are not counted)
+    passes = int(raw["iterations"]) + 1
+    workload.elements *= passes
+    workload.nbytes *= passes
+    wall = float(np.median(raw["step_s"]))
+    computing = float(np.median(raw["step_compute_s"]))
+    inertias = [float(v) for v in raw["inertias"]]
+    converged = bool(raw["shifts"][-1] <= workload.context["tol"])
+    workload.description.update({
+        "iterations": f"{raw['iterations']} ({'converged' if converged else 'max-iter hit'}; "
+                      f"last shift {raw['shifts'][-1]:.3g})",
+        "inertia per iteration": _sparkline(inertias),
+        "iteration time": f"{wall:.4g} s median of {len(raw['step_s'])}: {computing:.4g} s "
+                          f"computing, {max(0.0, wall - computing):.4g} s communicating",
+        "init_s": float(raw["init_s"]),
+        "iteration_s": wall,
+        "iteration_compute_s": computing,
+        "converged": converged,
+        "cluster sizes": np.asarray(raw["counts"]),
+    })
+    return _value(raw)
+
+
+def _value(raw: dict) -> dict:
+    inertias = [float(v) for v in raw["inertias"]]
+    return {"iterations": int(raw["iterations"]), "inertia": inertias[-1],
+            "inertias": inertias, "centroids": np.asarray(raw["centroids"][-1])}
+
+
+def _save(workload: Workload, value: dict) -> None:
+    centroids = value["centroids"]
+    output_files.save_table(workload.context["output"],
+                            {f"x{f}": centroids[:, f] for f in range(centroids.shape[1])})
+
+
+def _sparkline(values) -> str:
+    bars = "▁▂▃▄▅▆▇█"
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    line = "".join(bars[round((v - low) / span * (len(bars) - 1))] for v in values)
+    return f"{line} {values[0]:.6g} to {values[-1]:.6g}"

@@ -1,0 +1,277 @@
+"""kmeans-pipeline: Lloyd's k-means on CPU workers, checked against a plain NumPy replay."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+
+import distributed
+import numpy as np
+import pytest
+from conftest import assert_one_error_line, compute_as_runner, run_cli, verify_on
+
+import daskgpu
+from daskgpu import answers, data_parallel, registry
+from daskgpu.errors import ParameterError
+from pipelines import kmeans_check, kmeans_data, kmeans_pipeline, kmeans_steps
+
+SMALL = {"samples": 6000, "features": 5, "clusters": 4, "chunks": 1600, "seed": 11}
+
+
+def numpy_data(params: dict) -> np.ndarray:
+    """All points at once, as the documented scheme draws them shard by shard."""
+    d, clusters = params["features"], params["clusters"]
+    centres = kmeans_steps.blob_centres(params["seed"], clusters, d)
+    parts = []
+    for i, rows in enumerate(kmeans_data.shard_sizes(params["samples"], params["chunks"])):
+        rng = np.random.default_rng(np.random.SeedSequence(params["seed"],
+                                                           spawn_key=(kmeans_data.POINTS, i)))
+        blob = rng.integers(0, clusters, rows)
+        parts.append(rng.standard_normal((rows, d), dtype=np.float32)
+                     + centres.astype(np.float32)[blob])
+    return np.concatenate(parts)
+
+
+def numpy_lloyd(x: np.ndarray, start: np.ndarray, max_iter: int, tol: float) -> dict:
+    """Lloyd's iterations written out in plain NumPy, float64."""
+    x = x.astype(np.float64)
+    c, trajectory, inertias = start.copy(), [start], []
+    for _ in range(max_iter):
+        dist = ((x[:, None, :] - c[None]) ** 2).sum(axis=2)
+        labels = dist.argmin(axis=1)
+        inertias.append(dist.min(axis=1).sum())
+        new = c.copy()
+        for j in range(c.shape[0]):
+            if (labels == j).any():
+                new[j] = x[labels == j].mean(axis=0)
+        shift = np.sqrt(((new - c) ** 2).sum(axis=1)).max()
+        c = new
+        trajectory.append(c)
+        if shift <= tol:
+            break
+    inertias.append(((x[:, None, :] - c[None]) ** 2).sum(axis=2).min(axis=1).sum())
+    return {"centroids": np.stack(trajectory), "inertias": np.array(inertias)}
+
+
+@pytest.fixture(scope="module")
+def small_run(cpu_client):
+    return compute_as_runner(cpu_client, "kmeans-pipeline", **SMALL)
+
+
+def test_iterations_match_a_plain_numpy_replay(small_run):
+    _spec, workload, raw = small_run
+    assert workload.context["init"] == "k-means||" and workload.context["k"] == 4
+    x = numpy_data(SMALL)
+    want = numpy_lloyd(x, raw["centroids"][0], 100, 1e-4)
+    assert raw["iterations"] == len(want["centroids"]) - 1 == len(raw["step_s"])
+    np.testing.assert_allclose(raw["centroids"], want["centroids"], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(raw["inertias"], want["inertias"], rtol=1e-6)
+    assert raw["counts"].sum() == SMALL["samples"]
+    assert np.all(np.diff(raw["inertias"]) <= 1e-6 * raw["inertias"][0])
+    # k-means|| starts from points of the data's blobs: every centre is found
+    centres = kmeans_steps.blob_centres(SMALL["seed"], SMALL["clusters"], SMALL["features"])
+    gap = np.sqrt(((raw["centroids"][-1][:, None] - centres[None]) ** 2).sum(axis=2))
+    assert sorted(gap.argmin(axis=1)) == [0, 1, 2, 3] and gap.min(axis=1).max() < 0.2
+
+
+def test_driving_from_the_client_gives_the_same_iterations(cpu_client):
+    spec = registry.get("kmeans-pipeline")
+    import dask
+
+    resolved = spec.resolve(cpu_client.backend, **SMALL, init="random")
+    with dask.config.set(scheduler=cpu_client.client):
+        workload = spec.workload(cpu_client.backend, resolved)
+    driven = kmeans_pipeline.drive(workload, cpu_client.client)
+    x = numpy_data(SMALL)
+    rows = kmeans_steps.random_rows(SMALL["seed"], SMALL["samples"], 4)
+    np.testing.assert_array_equal(driven["centroids"][0], x[rows].astype(np.float64))
+    want = numpy_lloyd(x, x[rows].astype(np.float64), 100, 1e-4)
+    np.testing.assert_allclose(driven["centroids"], want["centroids"], rtol=1e-9, atol=1e-9)
+    check = verify_on(cpu_client, spec, workload, driven)
+    assert check.ok, check.detail
+    workload.context["shards"].release()
+
+
+def test_the_run_verifies_and_finds_the_blobs(cpu_client, small_run):
+    spec, workload, raw = small_run
+    check = verify_on(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+    assert "iterations recomputed" in check.detail
+    assert "every blob's true centre found" in check.detail
+
+
+def test_a_wrong_seed_or_tol_in_the_run_fails_verification(cpu_client, small_run):
+    """The check recomputes from the parameters, not from the run's own numbers."""
+    spec, workload, raw = small_run
+    for change, word in (({"seed": SMALL["seed"] + 1}, "centroid"), ({"tol": 1e9}, "tol")):
+        workload.context.update(change)
+        try:
+            check = verify_on(cpu_client, spec, workload, raw)
+        finally:
+            workload.context.update({k: SMALL.get(k, 1e-4) for k in change})
+        assert not check.ok, change
+        assert word in check.detail, check.detail
+
+
+def test_an_empty_cluster_keeps_its_centroid(cpu_client):
+    client = cpu_client.client
+    shards = data_parallel.place(client, np.asarray, [(np.array([[0.0, 0.0], [1.0, 0.0]]),),
+                                                      (np.array([[10.0, 0.0]]),)])
+    distributed.wait(shards)
+    start = np.array([[0.0, 0.0], [1e6, 1e6], [10.0, 1.0]])
+    out = kmeans_steps.lloyd(client, shards, start, 10, 0.0)
+    assert out["iterations"] == 2 and out["counts"].tolist() == [2, 0, 1]
+    np.testing.assert_array_equal(out["centroids"][-1], [[0.5, 0.0], [1e6, 1e6], [10.0, 0.0]])
+    assert out["inertias"].tolist() == [2.0, 0.5, 0.5]
+
+
+def test_the_baseline_gives_the_runs_value(cpu_client, tmp_path):
+    out = tmp_path / "centroids.npy"
+    result = daskgpu.run("kmeans-pipeline", cpu_client, samples=3000, features=3, clusters=3,
+                         seed=5, output=str(out))
+    assert result.verified, result.verification
+    spec = registry.get("kmeans-pipeline")
+    seconds, answer = spec.baseline(spec.resolve(cpu_client.backend, **result.params))
+    assert seconds > 0
+    assert answers.difference(result.value, answer) is None
+    assert set(result.value) == {"iterations", "inertia", "inertias", "centroids"}
+    assert result.value["inertia"] == result.value["inertias"][-1]
+    saved = np.load(out)
+    assert saved.dtype.names == ("x0", "x1", "x2") and len(saved) == 3
+    np.testing.assert_array_equal(saved["x1"], result.value["centroids"][:, 1])
+    assert result.data["iteration_s"] >= result.data["iteration_compute_s"] > 0
+
+
+def test_cli_run_is_verified_and_reports_each_iteration(tmp_path):
+    out = tmp_path / "centroids.csv"
+    proc = run_cli("run", "kmeans-pipeline", "--cpu", "--workers", "2", "--samples", "20000",
+                   "--seed", "3", "--no-dashboard", "--json", "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verified"], doc["verification"]
+    value, data = doc["value"], doc["data"]
+    assert len(value["inertias"]) == value["iterations"] + 1
+    assert value["inertia"] == value["inertias"][-1] <= value["inertias"][0]
+    assert np.asarray(value["centroids"]).shape == (16, 32)
+    assert data["shape"] == [20000, 32] and doc["params"]["k"] == 16
+    assert data["converged"] and data["iteration_s"] > 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 17 and lines[0].startswith("x0,x1,")
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--k", "0"], "--k"),
+    (["--samples", "10", "--k", "11"], "more centroids"),
+    (["--tol", "-1"], "--tol"),
+])
+def test_cli_hostile_option_is_one_error_line(args, fragment):
+    started = time.perf_counter()
+    proc = run_cli("run", "kmeans-pipeline", *args, "--cpu", "--workers", "1", timeout=60)
+    assert_one_error_line(proc, started, fragment)
+
+
+@pytest.mark.parametrize(("params", "fragment"), [
+    ({"tol": "nan"}, "--tol"),
+    ({"tol": -1e-9}, "0 or more"),
+    ({"max_iter": 0}, "--max-iter"),
+    ({"k": -1}, "--k"),
+    ({"init": "kmeans++"}, "--init"),
+    ({"samples": 10**8, "chunks": 10}, "shards"),
+    ({"samples": 5, "k": 6}, "more centroids"),
+    ({"clusters": 0}, "--clusters"),
+    ({"clusters": 10**5, "features": 2}, "at most"),
+    ({"k": 2**23, "samples": 2**30}, "centroid entries"),
+    ({"max_iter": 10**6}, "over all iterations"),
+    ({"chunks": "100,5"}, "whole points"),
+    ({"dtype": "float16"}, "--dtype"),
+    ({"samples": 2**62}, "TiB"),
+])
+def test_hostile_parameters_are_refused_before_any_cluster(params, fragment):
+    with pytest.raises(ParameterError, match=fragment) as err:
+        registry.get("kmeans-pipeline").resolve(**params)
+    assert "\n" not in str(err.value)
+
+
+def test_blobs_that_do_not_fit_are_one_error(monkeypatch):
+    monkeypatch.setattr(kmeans_steps, "CENTRE_TRIES", 1)
+    with pytest.raises(ParameterError, match="no room"):
+        kmeans_steps.blob_centres(1, 200, 1)
+
+
+def test_defaults_follow_the_backend():
+    from daskgpu import backends
+
+    spec = registry.get("kmeans-pipeline")
+    assert spec.resolve()["samples"] == kmeans_pipeline.CPU_DEFAULT_SAMPLES
+    assert spec.resolve(clusters=7)["k"] == 7
+    gpu = backends.Backend("gpu", "cupy", "cudf", (), workers=4, threads=4)
+    assert spec.resolve(gpu)["samples"] == kmeans_pipeline.GPU_DEFAULT_SAMPLES
+
+
+def test_a_centroid_off_its_blob_fails_the_centres_check():
+    ctx = {"k": 3, "clusters": 3, "seed": 2, "features": 4, "tol": 0.0}
+    centres = kmeans_steps.blob_centres(2, 3, 4)
+    totals = {"counts": np.array([[1e4, 1e4, 1e4]])}
+    assert "found" in kmeans_check._check_centres(ctx, centres[[2, 0, 1]] + 0.01, totals)
+    moved = centres.copy()
+    moved[1, 2] += 0.2  # 20 standard errors of a blob of 1e4 points
+    assert kmeans_check._check_centres(ctx, moved, totals).startswith("centroid 1")
+    merged = centres.copy()
+    merged[0] = merged[1] + 1.0  # two centroids in one blob: a local optimum, not an error
+    assert "local optimum" in kmeans_check._check_centres(ctx, merged, totals)
+
+
+def test_the_pipeline_modules_import_no_gpu_library():
+    import ast
+
+    for name in ("pipelines.kmeans_pipeline", "pipelines.kmeans_steps", "pipelines.kmeans_check",
+                 "pipelines.kmeans_data"):
+        tree = ast.parse(open(importlib.util.find_spec(name).origin).read())
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, (ast.Import, ast.ImportFrom))
+                    for alias in (node.names if isinstance(node, ast.Import)
+                                  else [ast.alias(node.module or "")])}
+        assert not imported & {"cupy", "cudf", "cupyx"}, (name, imported)
+
+
+@pytest.fixture
+def stand_in_library(monkeypatch):
+    """A module that is not ``numpy`` but computes with it, as CuPy's API is used here: the
+    array library's generator takes an integer seed."""
+    import sys
+    import types
+
+    module = types.ModuleType("xp_stand_in")
+    for name in ("asarray", "zeros", "abs", "maximum", "sqrt", "argmin", "take_along_axis",
+                 "arange"):
+        setattr(module, name, getattr(np, name))
+    seeds = []
+
+    def default_rng(seed):
+        assert isinstance(seed, int)  # CuPy's generator takes an integer, not a SeedSequence
+        seeds.append(seed)
+        return np.random.default_rng(seed)
+
+    module.random = types.SimpleNamespace(default_rng=default_rng)
+    module.seeds = seeds
+    monkeypatch.setitem(sys.modules, "xp_stand_in", module)
+    return module
+
+
+def test_gpu_branches_draw_and_check_alike(stand_in_library):
+    d, clusters, rows = 6, 3, 700
+    centres = kmeans_steps.blob_centres(4, clusters, d)
+    x = kmeans_steps.make_shard(4, 1, rows, d, "float32", "xp_stand_in", centres)
+    on_numpy = kmeans_steps.make_shard(4, 1, rows, d, "float32", "numpy", centres)
+    assert not np.array_equal(x, on_numpy)  # another generator, seeded apart
+    start = x[:clusters].astype(np.float64)
+    (sums, counts, inertia), _ = kmeans_steps.shard_pass(x, start)
+    totals = kmeans_check.shard_totals(4, 1, rows, clusters, "float32", "xp_stand_in",
+                                       start[None], np.array([0, 2]))
+    seeds = stand_in_library.seeds
+    assert len(seeds) == 2 and seeds[0] == seeds[1]  # the run and the check drew shard 1 alike
+    np.testing.assert_array_equal(totals["picked"], start[[0, 2]])
+    np.testing.assert_array_equal(totals["counts"][0], counts)
+    np.testing.assert_allclose(totals["sums"][0], sums, rtol=1e-12)
+    assert totals["inertia"][0] == pytest.approx(inertia, rel=1e-6)
