@@ -105,6 +105,8 @@ def table(result: RunResult) -> Table:
     if bps:
         kind = result.throughput.get("bytes", "read")
         t.add_row("throughput", f"{eps:.3g} elements/s, {bps / 1e9:.2f} GB/s {kind}")
+    if result.throughput.get("flop_per_s"):
+        t.add_row("GFLOP/s", f"{result.throughput['flop_per_s'] / 1e9:.1f}")
     t.add_row("dashboard", result.dashboard or "off")
     return t
 

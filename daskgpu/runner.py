@@ -27,7 +27,8 @@ class RunResult:
     each phase apart (``cluster_start_s``, ``build_s``, ``compute_s``, ``output_s``,
     ``verify_s``, ``total_s``; the command line adds ``import_s``, from the process's start to
     the cluster's, ``close_s`` and ``process_s``, the whole process until the report);
-    ``throughput`` is elements and bytes over ``compute_s``.
+    ``throughput`` is elements and bytes over ``compute_s`` (and ``flop_per_s`` where the
+    data's description counts ``flop``).
     """
 
     pipeline: str
@@ -213,6 +214,14 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
     t3 = time.perf_counter()
 
     compute_s = t2 - t1
+    throughput = {
+        "bytes_per_s": workload.nbytes / compute_s if compute_s > 0 else None,
+        "elements_per_s": workload.elements / compute_s if compute_s > 0 else None,
+        "bytes": workload.bytes_are,
+    }
+    flop = workload.description.get("flop")
+    if flop and compute_s > 0:  # a pipeline that counts its floating-point operations
+        throughput["flop_per_s"] = flop / compute_s
     timings = {
         "cluster_start_s": session.start_s,
         "build_s": t1 - t0,
@@ -232,11 +241,7 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
         verified=check.ok,
         verification=check.detail,
         timings=timings,
-        throughput={
-            "bytes_per_s": workload.nbytes / compute_s if compute_s > 0 else None,
-            "elements_per_s": workload.elements / compute_s if compute_s > 0 else None,
-            "bytes": workload.bytes_are,
-        },
+        throughput=throughput,
         dashboard=session.dashboard,
         elements=workload.elements,
         nbytes=workload.nbytes,

@@ -125,6 +125,8 @@ def test_cli_run_json_is_verified():
     assert doc["verified"] is True and doc["data"]["shape"] == [500, 500, 500]
     assert set(doc["value"]) == {"frobenius_norm", "sum"}
     assert doc["data"]["flop"] == 2 * 500**3 and doc["data"]["peak_gflop_per_s"] > 0
+    rate = doc["throughput"]["flop_per_s"]
+    assert rate == pytest.approx(2 * 500**3 / doc["timings"]["compute_s"])
 
 
 @pytest.fixture
