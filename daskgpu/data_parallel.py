@@ -14,10 +14,18 @@ A shard's task returns ``(partial, seconds)``: its partial result (host objects 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+
+from daskgpu.chunking import MAX_BLOCK_BYTES
+from daskgpu.errors import ParameterError
+
+MAX_SHARDS = 4096  # each step runs one task per shard
 
 
 @dataclass(frozen=True)
@@ -174,3 +182,42 @@ def drive_on_cluster(driver: Callable, keys: ShardKeys, *args: Any) -> Any:
         finally:
             for shard in shards:
                 shard.release()
+
+
+def rows_per_shard(given, samples: int, backend) -> int:
+    """Rows of each shard: as ``--chunks`` gives (``(N,)``), or one per GPU or CPU thread."""
+    if given != "auto":
+        return min(given[0], samples)
+    slots = backend.workers if backend.is_gpu else backend.threads
+    return math.ceil(samples / max(1, slots))
+
+
+def checked_rows_per_shard(given, samples: int, features: int, dtype, backend, *,
+                           rows: str = "rows", each: str = "step") -> int:
+    """:func:`rows_per_shard`, refusing layouts no cluster can hold, in one line.
+
+    ``rows`` names what a row is ("points"), ``each`` one pass over the shards ("iteration").
+
+    Raises
+    ------
+    ParameterError
+        Features split across shards, more than :data:`MAX_SHARDS` shards, a shard over
+        ``MAX_BLOCK_BYTES``.
+    """
+    if given != "auto":
+        if len(given) > 2 or (len(given) == 2 and given[1] < features):
+            raise ParameterError(
+                f"--chunks {','.join(map(str, given))}: give {rows} per shard (N); a shard "
+                f"holds whole {rows} of all {features} features")
+        shards = math.ceil(samples / given[0])
+        if shards > MAX_SHARDS:
+            raise ParameterError(
+                f"--chunks {given[0]}: {shards:.3g} shards of {samples} {rows}; at most "
+                f"{MAX_SHARDS} (each {each} runs one task per shard): give more {rows} per "
+                "shard")
+    per_shard = rows_per_shard(given, samples, backend)
+    if per_shard * features * np.dtype(dtype).itemsize > MAX_BLOCK_BYTES:
+        raise ParameterError(
+            f"--samples {samples} x --features {features}: a shard of {per_shard} {rows} is "
+            f"over {MAX_BLOCK_BYTES / 2**40:g} TiB; give fewer samples or features")
+    return per_shard

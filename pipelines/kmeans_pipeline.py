@@ -15,14 +15,12 @@ It stops when no centroid moves more than ``--tol`` or after ``--max-iter`` iter
 from __future__ import annotations
 
 import importlib
-import math
 
 import dask
 import numpy as np
 
 from daskgpu import data_parallel
 from daskgpu import output as output_files
-from daskgpu.chunking import MAX_BLOCK_BYTES
 from daskgpu.errors import DaskGPUError, ParameterError
 from daskgpu.params import (
     Param,
@@ -49,7 +47,6 @@ from pipelines.kmeans_steps import (
 CPU_DEFAULT_SAMPLES = 1_000_000
 GPU_DEFAULT_SAMPLES = 100_000_000
 # Each iteration runs one task per shard: more than this many would make it all scheduling.
-MAX_SHARDS = 4096
 # The centroids go to every worker each iteration; all of them are kept for the check.
 MAX_CENTROIDS = 2**22
 MAX_TRAJECTORY = 2**26
@@ -117,31 +114,9 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
         raise ParameterError(
             f"--max-iter {values['max_iter']} x --k {k} x --features {features}: at most "
             f"{MAX_TRAJECTORY:.3g} centroid entries over all iterations (each is checked)")
-    given = values["chunks"]
-    if given != "auto":
-        if len(given) > 2 or (len(given) == 2 and given[1] < features):
-            raise ParameterError(
-                f"--chunks {','.join(map(str, given))}: give points per shard (N); a shard "
-                f"holds whole points of all {features} features")
-        shards = math.ceil(samples / given[0])
-        if shards > MAX_SHARDS:
-            raise ParameterError(
-                f"--chunks {given[0]}: {shards:.3g} shards of {samples} points; at most "
-                f"{MAX_SHARDS} (each iteration runs one task per shard): give more per shard")
-    per_shard = rows_per_shard(given, samples, backend)
-    if per_shard * features * np.dtype(values["dtype"]).itemsize > MAX_BLOCK_BYTES:
-        raise ParameterError(
-            f"--samples {samples} x --features {features}: a shard of {per_shard} points is "
-            f"over {MAX_BLOCK_BYTES / 2**40:g} TiB; give fewer samples or features")
+    data_parallel.checked_rows_per_shard(values["chunks"], samples, features, values["dtype"],
+                                         backend, rows="points", each="iteration")
     return values, {}
-
-
-def rows_per_shard(given, samples: int, backend) -> int:
-    """Points of each shard: as given, or one shard per GPU worker or per CPU thread."""
-    if given != "auto":
-        return min(given[0], samples)
-    slots = backend.workers if backend.is_gpu else backend.threads
-    return math.ceil(samples / max(1, slots))
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -230,7 +205,8 @@ def drive(workload: Workload, client) -> dict:
 
 def _sizes(resolved: Resolved) -> tuple[int, ...]:
     samples = resolved["samples"]
-    return shard_sizes(samples, rows_per_shard(resolved["chunks"], samples, resolved.backend))
+    per_shard = data_parallel.rows_per_shard(resolved["chunks"], samples, resolved.backend)
+    return shard_sizes(samples, per_shard)
 
 
 def _shard_arguments(resolved: Resolved, sizes, centres=None) -> list[tuple]:

@@ -17,13 +17,10 @@ accuracy and a seeded sample of the steps themselves, on data it draws again its
 
 from __future__ import annotations
 
-import math
-
 import dask
 import numpy as np
 
 from daskgpu import data_parallel
-from daskgpu.chunking import MAX_BLOCK_BYTES
 from daskgpu.errors import DaskGPUError, ParameterError
 from daskgpu.params import Param, choice, chunks, finite_float, non_negative_int, positive_int
 from daskgpu.registry import Resolved, Workload, pipeline
@@ -35,7 +32,6 @@ from pipelines.train_steps import make_shard, shard_pass, teacher_weights, train
 CPU_DEFAULT_SAMPLES = 1_000_000
 GPU_DEFAULT_SAMPLES = 20_000_000
 # Each step runs one task per shard: more than this many would make a step all scheduling.
-MAX_SHARDS = 4096
 # The weights go to every worker each step, and come back summed: keep them small.
 MAX_WEIGHTS = 2**24
 
@@ -92,32 +88,9 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
         raise ParameterError(
             f"--features {features} x --classes {values['classes']}: {weights:.3g} weights; at "
             f"most {MAX_WEIGHTS:.3g} (the weights go to every worker at each step)")
-    given = values["chunks"]
-    if given != "auto":
-        if len(given) > 2 or (len(given) == 2 and given[1] < features):
-            raise ParameterError(
-                f"--chunks {','.join(map(str, given))}: give rows per shard (N); a shard holds "
-                f"whole rows of all {features} features")
-        shards = math.ceil(samples / given[0])
-        if shards > MAX_SHARDS:
-            raise ParameterError(
-                f"--chunks {given[0]}: {shards:.3g} shards of {samples} samples; at most "
-                f"{MAX_SHARDS} (each step runs one task per shard): give more rows per shard")
-    per_shard = rows_per_shard(given, samples, backend)
-    itemsize = np.dtype(values["dtype"]).itemsize
-    if per_shard * features * itemsize > MAX_BLOCK_BYTES:
-        raise ParameterError(
-            f"--samples {samples} x --features {features}: a shard of {per_shard} rows is over "
-            f"{MAX_BLOCK_BYTES / 2**40:g} TiB; give fewer samples or features")
+    data_parallel.checked_rows_per_shard(values["chunks"], samples, features, values["dtype"],
+                                         backend, rows="rows", each="step")
     return values, {}
-
-
-def rows_per_shard(given, samples: int, backend) -> int:
-    """Rows of each shard: as given, or one shard per GPU worker or per CPU thread."""
-    if given != "auto":
-        return min(given[0], samples)
-    slots = backend.workers if backend.is_gpu else backend.threads
-    return math.ceil(samples / max(1, slots))
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -215,8 +188,8 @@ def drive(workload: Workload, client) -> dict:
 
 def _layout(resolved: Resolved) -> dict:
     samples = resolved["samples"]
-    train_sizes = shard_sizes(samples, rows_per_shard(resolved["chunks"], samples,
-                                                      resolved.backend))
+    per_shard = data_parallel.rows_per_shard(resolved["chunks"], samples, resolved.backend)
+    train_sizes = shard_sizes(samples, per_shard)
     return {"train": train_sizes,
             "test": held_out_shards(held_out_rows(samples), len(train_sizes))}
 

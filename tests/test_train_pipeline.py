@@ -161,7 +161,7 @@ def test_defaults_follow_the_backend():
     assert spec.resolve()["samples"] == train_pipeline.CPU_DEFAULT_SAMPLES
     gpu = backends.Backend("gpu", "cupy", "cudf", (), workers=4, threads=4)
     assert spec.resolve(gpu)["samples"] == train_pipeline.GPU_DEFAULT_SAMPLES
-    assert train_pipeline.rows_per_shard("auto", 10, gpu) == 3
+    assert data_parallel.rows_per_shard("auto", 10, gpu) == 3
     with pytest.raises(ParameterError, match="TiB"):
         spec.resolve(samples=2**62)
 
