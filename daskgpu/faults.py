@@ -161,3 +161,47 @@ def results(client, futures: list, devices=()) -> list:
         if failed is None:
             raise
         raise failed from exc
+
+
+class WatchedClient:
+    """The run's client, set as Dask's scheduler, whose computes wait like :func:`results`.
+
+    A pipeline's preparatory passes and its verification call ``dask.compute`` themselves;
+    through this, a cluster whose workers are gone or paused for good ends them in one line
+    (RunFailed) instead of a wait without end. Every other attribute is the client's.
+    """
+
+    def __init__(self, client, devices=()):
+        self._client = client
+        self._devices = devices
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    def __call__(self, dsk, keys, **kwargs):
+        """Dask's scheduler ``get``: compute ``keys`` of ``dsk`` on the cluster."""
+        packed = self._client.get(dsk, keys, sync=False, **kwargs)
+        futures = list(_futures_in(packed))
+        try:
+            got = dict(zip((f.key for f in futures), results(self._client, futures,
+                                                             self._devices), strict=True))
+        finally:
+            for future in futures:
+                future.release()
+        return _filled(packed, got)
+
+
+def _futures_in(packed):
+    if isinstance(packed, (list, tuple)):
+        for item in packed:
+            yield from _futures_in(item)
+    elif hasattr(packed, "key") and hasattr(packed, "result"):
+        yield packed
+
+
+def _filled(packed, got: dict):
+    if isinstance(packed, (list, tuple)):
+        return type(packed)(_filled(item, got) for item in packed)
+    if hasattr(packed, "key") and hasattr(packed, "result"):
+        return got[packed.key]
+    return packed

@@ -168,7 +168,8 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
     t0 = time.perf_counter()
     # A pipeline's preparatory passes run on the cluster too; an interrupted build leaves no
     # output temporary behind.
-    with dask.config.set(scheduler=client), \
+    watched = faults.WatchedClient(client, backend.devices)
+    with dask.config.set(scheduler=watched), \
             output.discarding_new_temporaries(spec.outputs(resolved).values()):
         workload = spec.workload(backend, resolved)
     bar = None
@@ -209,7 +210,7 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
     # Outside compute_s and verify_s (it is not the work), and alongside the verification.
     pending_peaks = memory.peaks_in_background(session, marks)
     t_verify = time.perf_counter()
-    with dask.config.set(scheduler=client):  # independent checks compute where the data is
+    with dask.config.set(scheduler=watched):  # independent checks compute where the data is
         check = spec.verify(workload, raw)
     t3 = time.perf_counter()
 

@@ -158,9 +158,11 @@ def test_workers_paused_for_good_end_in_one_line_instead_of_a_hang():
     # distributed pauses a worker whose own memory passes its pause threshold; one that never
     # gets below it runs no task again. Here the threshold is 10% of 300 MiB, below what any
     # worker takes, so both workers pause at once and for good.
+    # Workers not warmed as they start: a warm worker can finish this small run before its
+    # first memory check pauses it (then the run simply succeeds).
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE": "0.1",
            "DASK_DISTRIBUTED__WORKER__MEMORY__TERMINATE": "False",
-           "DASKGPU_FAULTS__PAUSED_TIMEOUT": "2s"}
+           "DASKGPU_FAULTS__PAUSED_TIMEOUT": "2s", "DASKGPU_WORKER__WARM_UP_ON_START": "false"}
     line = _run_failure_line("run", "mean-pipeline", "--cpu", "--workers", "2", "--size",
                              "2000", "--memory-limit", "300MiB", env=env, within=60)
     assert "every worker has been paused for 2s" in line
@@ -415,3 +417,28 @@ def test_interrupted_run_leaves_an_existing_output_as_it_was(tmp_path):
     np.testing.assert_array_equal(np.load(output), np.arange(3.0))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stderr", "stdout", "u.npy"]
 
+
+
+def test_a_pipelines_own_computes_end_in_one_line_when_the_workers_are_gone():
+    """Build and verify passes call dask.compute themselves; through the runner's scheduler
+    they wait like the run's compute: a cluster without workers ends them (it used to hang)."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        watched = faults.WatchedClient(client)
+        import dask.array as da
+
+        arrays = [da.ones((4, 4), chunks=2).sum(), dask.delayed(sum)([1, 2])]
+        with dask.config.set(scheduler=watched):
+            assert dask.compute(*arrays) == (16.0, 3)  # nested keys come back in place
+            assert watched.submit(sum, [2, 3]).result() == 5  # the client's own methods
+        cluster.scale(0)
+        deadline = time.monotonic() + 30
+        while client.scheduler_info()["workers"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        began = time.monotonic()
+        with dask.config.set({"scheduler": watched, "daskgpu.faults.no-workers-timeout": "1s"}):
+            with pytest.raises(RunFailed, match="all workers were lost"):
+                dask.delayed(sum)([4, 5]).compute()
+        assert time.monotonic() - began < 20
