@@ -9,7 +9,13 @@ import time
 import distributed
 import numpy as np
 import pytest
-from conftest import assert_one_error_line, compute_as_runner, run_cli, verify_on
+from conftest import (
+    assert_one_error_line,
+    compute_as_runner,
+    numpy_as_array_library,
+    run_cli,
+    verify_on,
+)
 
 import daskgpu
 from daskgpu import answers, data_parallel, registry
@@ -237,26 +243,9 @@ def test_the_pipeline_modules_import_no_gpu_library():
 
 @pytest.fixture
 def stand_in_library(monkeypatch):
-    """A module that is not ``numpy`` but computes with it, as CuPy's API is used here: the
-    array library's generator takes an integer seed."""
-    import sys
-    import types
-
-    module = types.ModuleType("xp_stand_in")
-    for name in ("asarray", "zeros", "abs", "maximum", "sqrt", "argmin", "take_along_axis",
-                 "arange"):
-        setattr(module, name, getattr(np, name))
-    seeds = []
-
-    def default_rng(seed):
-        assert isinstance(seed, int)  # CuPy's generator takes an integer, not a SeedSequence
-        seeds.append(seed)
-        return np.random.default_rng(seed)
-
-    module.random = types.SimpleNamespace(default_rng=default_rng)
-    module.seeds = seeds
-    monkeypatch.setitem(sys.modules, "xp_stand_in", module)
-    return module
+    """NumPy as the array library, with CuPy's integer-seeded generator (conftest)."""
+    return numpy_as_array_library(monkeypatch, ("asarray", "zeros", "abs", "maximum", "sqrt",
+                                                "argmin", "take_along_axis", "arange"))
 
 
 def test_gpu_branches_draw_and_check_alike(stand_in_library):

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 import time
-import types
 
 import distributed
 import numpy as np
 import pytest
-from conftest import assert_one_error_line, compute_as_runner, run_cli, verify_on
+from conftest import (
+    assert_one_error_line,
+    compute_as_runner,
+    numpy_as_array_library,
+    run_cli,
+    verify_on,
+)
 
 import daskgpu
 from daskgpu import answers, backends, data_parallel, registry
@@ -202,23 +206,11 @@ def test_shard_keys_pickle_as_keys_only(cpu_client):
 
 @pytest.fixture
 def stand_in_library(monkeypatch):
-    """A module that is not ``numpy`` but computes with it, as CuPy's API is used here: the
-    array library's generator takes an integer seed, arrays come back through ``to_host``."""
-    module = types.ModuleType("xp_stand_in")
-    for name in ("asarray", "empty", "zeros", "argmax", "log", "exp", "arange", "sqrt", "abs",
-                 "sort", "take_along_axis", "bincount", "full_like", "moveaxis", "inf"):
-        setattr(module, name, getattr(np, name))
-    seeds = []
-
-    def default_rng(seed):
-        assert isinstance(seed, int)  # CuPy's generator takes an integer, not a SeedSequence
-        seeds.append(seed)
-        return np.random.default_rng(seed)
-
-    module.random = types.SimpleNamespace(default_rng=default_rng)
-    module.seeds = seeds
-    monkeypatch.setitem(sys.modules, "xp_stand_in", module)
-    return module
+    """NumPy as the array library, with CuPy's integer-seeded generator (conftest); arrays
+    come back through ``to_host``."""
+    return numpy_as_array_library(monkeypatch, (
+        "asarray", "empty", "zeros", "argmax", "log", "exp", "arange", "sqrt", "abs", "sort",
+        "take_along_axis", "bincount", "full_like", "moveaxis", "inf"))
 
 
 def test_gpu_branches_draw_train_and_check_alike(stand_in_library):
