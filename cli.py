@@ -41,9 +41,7 @@ EXIT_CODES = (
 
 
 def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
-    from daskgpu import dashboard as dashboards
-    from daskgpu import runner
-    from daskgpu import session as sessions
+    from daskgpu import worker_processes
     from daskgpu.cluster_plan import describe, plan
 
     as_json = kwargs.pop("as_json")
@@ -56,6 +54,12 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
     params = {k: v for k, v in kwargs.items() if v is not None}
     err = Console(stderr=True, soft_wrap=True, markup=False)  # one line even when piped; text as is
     chosen = plan(dashboard=dashboard, **options)
+    if chosen.kind == "cpu":  # the workers' imports, done while this process does its own
+        worker_processes.start_server(spec.prepare.__module__)
+    from daskgpu import dashboard as dashboards
+    from daskgpu import runner
+    from daskgpu import session as sessions
+
     # A cluster daskgpu starts has a known backend: resolve before anything starts.
     resolved = spec.resolve_for_run(chosen.backend, overwrite, **params) if chosen.backend else None
     talk = not (quiet or as_json)

@@ -7,6 +7,8 @@
   ``compute_s`` (target: whole process <= compute + 1.5 s), with the phases it reports.
 - The first compute on a fresh cluster, with the workers warmed for the pipeline as they start
   (the default) and without (``DASKGPU_WORKER__WARM_UP_ON_START=false``), in alternating rounds.
+- The same whole run with CPU workers forked from a preloaded server (the default) and spawned
+  one by one (``DASKGPU_WORKER__CPU_START_METHOD=spawn``, distributed's default), alternating.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ def wall(args: list[str], env: dict | None = None) -> tuple[float, str]:
     return time.perf_counter() - began, proc.stdout
 
 
-def run_mean(size: int, warm: bool) -> tuple[float, dict]:
-    env = dict(os.environ, DASKGPU_WORKER__WARM_UP_ON_START="true" if warm else "false")
+def run_mean(size: int, warm: bool, method: str = "forkserver") -> tuple[float, dict]:
+    env = dict(os.environ, DASKGPU_WORKER__WARM_UP_ON_START="true" if warm else "false",
+               DASKGPU_WORKER__CPU_START_METHOD=method)
     seconds, out = wall(["run", "mean-pipeline", "--size", str(size), "--json", "--quiet",
                          "--no-dashboard"], env)
     return seconds, json.loads(out)["timings"]
@@ -47,9 +50,11 @@ def main() -> None:
     quick = {name: [wall(argv)[0] for _ in range(args.repeat + 2)]
              for name, argv in (("--help", ["--help"]), ("list", ["list"]))}
     runs: dict[bool, list[tuple[float, dict]]] = {True: [], False: []}
+    spawned: list[tuple[float, dict]] = []
     for _ in range(args.repeat):
         for warm in (True, False):
             runs[warm].append(run_mean(args.size, warm))
+        spawned.append(run_mean(args.size, True, "spawn"))
 
     print(f"{os.cpu_count()} cores; medians of {args.repeat} alternating rounds")
     for name, times in quick.items():
@@ -63,6 +68,12 @@ def main() -> None:
           f"compute + {overhead:.2f} s (target <= compute + 1.5 s)")
     phases = {p: statistics.median(t[p] for _, t in runs[True]) for p in PHASES}
     print("    phases: " + ", ".join(f"{p} {v:.2f}" for p, v in phases.items()))
+    spawn_overhead = statistics.median(w - t["compute_s"] for w, t in spawned)
+    print(f"  the same, workers spawned (distributed's default): compute + {spawn_overhead:.2f} s"
+          f"; forked from the preloaded server: {spawn_overhead - overhead:.2f} s less")
+    for phase in ("cluster_start_s", "close_s"):
+        print(f"    {phase}: spawned {statistics.median(t[phase] for _, t in spawned):.2f} s, "
+              f"forked {phases[phase]:.2f} s")
     cold = statistics.median(t["compute_s"] for _, t in runs[False])
     warm = statistics.median(computes)
     print(f"  first compute, workers warmed as they start {warm:.2f} s, not warmed {cold:.2f} s: "

@@ -40,6 +40,7 @@ def _lost_all(timeout: str) -> RunFailed:
 
 def _as_run_failed(exc: BaseException) -> RunFailed | None:
     """The one-line failure for an exception that means the workers are gone, else None."""
+    from distributed.client import FutureCancelledError
     from distributed.scheduler import KilledWorker, NoValidWorkerError, NoWorkerError
 
     if isinstance(exc, KilledWorker):
@@ -51,6 +52,12 @@ def _as_run_failed(exc: BaseException) -> RunFailed | None:
         )
     if isinstance(exc, NoWorkerError | NoValidWorkerError):
         return _lost_all(f"{exc.timeout:g}s")
+    if isinstance(exc, FutureCancelledError):
+        return RunFailed(
+            f"the run could not finish: the scheduler cancelled task "
+            f"{dask.utils.key_split(exc.key)!r} ({exc.reason}); most often its workers died "
+            "or the scheduler was lost: look at the workers' logs, and run again"
+        )
     return None
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import dask.config
 
-from daskgpu import backends, interrupts, security, worker_setup
+from daskgpu import backends, interrupts, security, worker_processes, worker_setup
 from daskgpu import config as daskgpu_config
 from daskgpu import dashboard as dashboards
 from daskgpu.backends import Backend
@@ -139,6 +139,8 @@ def _start_local(p: ClusterPlan, notices: list[str], warm_up: str | None = None)
     # daskgpu's fault settings, and the nannies the workers' settings, as they start.
     interrupts.quiet_interrupted_syncs()
     settings = {**daskgpu_config.scheduler_settings(), **p.worker_config}
+    if p.kind == "cpu":
+        settings.update(worker_processes.settings())
     if warm_up is not None and daskgpu_config.get("worker.warm-up-on-start"):
         settings[worker_setup.WARM_UP] = {"pipeline": warm_up, "backend": p.backend.name}
     with interrupts.interrupts_deferred(), warnings.catch_warnings(record=True) as caught, \
@@ -238,18 +240,11 @@ def start(p: ClusterPlan, warm_up: str | None = None) -> Iterator[Session]:
                 dashboard = dashboards.where_served(dashboards.link_of(client), cluster)
             session = Session(client, p.backend, p.kind, p.n_workers, p.threads_per_worker,
                               time.perf_counter() - began, dashboard, tuple(notices))
-        with client.as_current(), dask.config.set(_while_running(p)):
+        with client.as_current(), dask.config.set(worker_processes.while_running(p.kind)):
             yield session
     finally:
         with interrupts.closing():  # a second Ctrl-C waits until the cluster is closed
             _close(client, cluster)
-
-
-def _while_running(p: ClusterPlan) -> dict:
-    # Client-side, while a started cluster lives: a nanny restarting a killed worker on a busy
-    # machine may take over distributed's 15 s, after which the cluster closes it for good.
-    timeout = daskgpu_config.get("faults.no-workers-timeout")
-    return {} if p.kind == "external" else {"distributed.deploy.lost-worker-timeout": timeout}
 
 
 def _close(client, cluster) -> None:

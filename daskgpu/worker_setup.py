@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import multiprocessing
 import signal
 import threading
 
@@ -41,6 +42,11 @@ def dask_setup(worker) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Before anything on the worker (daskgpu's kernels, cuDF's UDFs) compiles with numba-cuda.
     compat.restore_row_stack()
+    # A worker starts no processes. Numba guards its threads' start with a named semaphore in
+    # a process whose start method is a fork (a worker forked from the fork server is told its
+    # client's); a nanny's SIGKILL of such a worker would leave the semaphore behind, and a
+    # warning about it on the client's stderr.
+    multiprocessing.set_start_method("spawn", force=True)
     warm_up = dask.config.get(WARM_UP, None)
     if warm_up:
         _warm_up(warm_up["pipeline"], warm_up["backend"])

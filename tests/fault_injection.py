@@ -182,9 +182,14 @@ def _default_signals() -> None:
 
 
 def _spawning_workers(children) -> bool:
+    """A worker process exists: spawned (``spawn_main``), or forked by the fork server."""
     for pid, _created in children:
         try:
-            if any("spawn_main" in part for part in psutil.Process(pid).cmdline()):
+            proc = psutil.Process(pid)
+            if any("spawn_main" in part for part in proc.cmdline()):
+                return True
+            parent = proc.parent()
+            if parent is not None and any("forkserver" in part for part in parent.cmdline()):
                 return True
         except psutil.NoSuchProcess:
             continue

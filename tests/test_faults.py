@@ -130,6 +130,12 @@ def test_a_task_that_keeps_killing_workers_is_one_line():
     lost = faults._as_run_failed(NoWorkerError("sum-aggregate", 60))
     assert "all workers were lost" in str(lost) and "within 60s" in str(lost)
     assert faults._as_run_failed(ValueError("a bug")) is None
+    from distributed.client import FutureCancelledError
+
+    cancelled = str(faults._as_run_failed(FutureCancelledError(("stencil-4c8d9a1b2e3f4a5b", 0, 0),
+                                                               "scheduler-connection-lost")))
+    assert cancelled.startswith("the run could not finish: the scheduler cancelled task "
+                                "'stencil' (scheduler-connection-lost)") and "\n" not in cancelled
 
 
 def _run_failure_line(*args, within: float, env=None) -> str:
@@ -139,7 +145,8 @@ def _run_failure_line(*args, within: float, env=None) -> str:
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: the run could not finish: "), lines
+    assert len(lines) == 1 and lines[0].startswith("error: the run could not finish: "), \
+        proc.stderr
     assert time.monotonic() - began < within
     return lines[0]
 

@@ -1,0 +1,91 @@
+"""How the CPU worker processes of a local cluster start: forked from a preloaded server.
+
+distributed starts each worker process with ``spawn`` by default: a fresh interpreter that
+imports numpy, dask, distributed and the pipeline again, one per worker, all at once. Here a
+``forkserver`` imports them once, ahead of time (the command line starts it while the client is
+still getting ready), and every worker, and every worker a nanny restarts, is a fork of it: it
+starts without importing anything, and its first tasks run warm. The workers end as they do
+with ``spawn`` (the nanny terminates them; a forked worker is no child of the client, so
+:mod:`daskgpu.interrupts` asks multiprocessing, which knows them, not the process tree). GPU
+workers keep ``spawn``: CUDA does not survive a fork, and dask-cuda sets each worker's device
+before it starts.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+
+from daskgpu import config as daskgpu_config
+from daskgpu.errors import ClusterError
+
+METHOD_KEY = "distributed.worker.multiprocessing-method"
+# What a CPU worker imports in any run; the pipeline's module is added per run.
+PRELOAD = ("numpy", "dask", "dask.array", "distributed", "daskgpu.worker_setup",
+           "daskgpu.backends")
+
+
+def wanted() -> bool:
+    """True where CPU workers are to be forked from a preloaded server.
+
+    ``daskgpu.worker.cpu-start-method`` is ``forkserver`` (the default) and this platform has
+    one (Linux, macOS); ``spawn`` asks for distributed's default.
+
+    Raises
+    ------
+    ClusterError
+        For any other setting.
+    """
+    method = daskgpu_config.get("worker.cpu-start-method")
+    if method not in ("forkserver", "spawn"):
+        raise ClusterError(f"daskgpu.worker.cpu-start-method is {method!r}: use forkserver or "
+                           "spawn")
+    return (method == "forkserver" and sys.platform != "win32"
+            and "forkserver" in multiprocessing.get_all_start_methods())
+
+
+def start_server(pipeline_module: str | None = None) -> bool:
+    """Start the fork server now, importing what a worker needs, unless it runs already.
+
+    Returns at once: the server imports in its own process, alongside the caller. Returns
+    whether CPU workers will be forked from it (see :func:`wanted`).
+    """
+    if not wanted():
+        return False
+    from multiprocessing import forkserver
+
+    preload = [*PRELOAD, *([pipeline_module] if pipeline_module else [])]
+    multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
+    forkserver.ensure_running()
+    return True
+
+
+def settings() -> dict:
+    """Dask settings for starting, and restarting, a local cluster's CPU workers.
+
+    Starts the server where nothing did yet, with no pipeline's module: one process may start
+    clusters for several pipelines, and a worker loads only the ones it runs.
+    """
+    if not start_server():
+        return {}
+    # distributed would otherwise set a preload list of its own, importing pandas and more into
+    # this process first; the server runs already, so that list would go unused anyway.
+    import distributed.utils
+
+    distributed.utils._forkserver_preload_set = True
+    return {METHOD_KEY: "forkserver"}
+
+
+def while_running(kind: str) -> dict:
+    """Client-side Dask settings while a cluster of ``kind`` that daskgpu started lives.
+
+    Its nannies restart killed workers the way they started them; on a busy machine a restart
+    may take longer than distributed's 15 s, after which the cluster would close it for good.
+    """
+    if kind == "external":
+        return {}
+    started = {"distributed.deploy.lost-worker-timeout":
+               daskgpu_config.get("faults.no-workers-timeout")}
+    if kind == "cpu":
+        started.update(settings())
+    return started
