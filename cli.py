@@ -54,7 +54,7 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
     params = {k: v for k, v in kwargs.items() if v is not None}
     err = Console(stderr=True, soft_wrap=True, markup=False)  # one line even when piped; text as is
     chosen = plan(dashboard=dashboard, **options)
-    if chosen.kind == "cpu":  # the workers' imports, done while this process does its own
+    if chosen.kind == "cpu":  # unless started already, by _start_cpu_workers_early
         worker_processes.start_server(spec.prepare.__module__)
     from daskgpu import dashboard as dashboards
     from daskgpu import runner
@@ -149,6 +149,7 @@ class RunGroup(click.Group):
 
     def resolve_command(self, ctx, args):
         """Like click's, but an unknown pipeline gets a did-you-mean and the list."""
+        _start_cpu_workers_early(args)
         if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
             registry.get(args[0])  # raises UnknownPipeline with suggestions
         return super().resolve_command(ctx, args)
@@ -181,6 +182,27 @@ def _bench_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
         report.write_bench_plot(result, knobs["plot"])
     if not result.verified:
         raise SystemExit(EXIT_VERIFY_FAILED)
+
+
+def _start_cpu_workers_early(args: list[str]) -> None:
+    """Where ``run NAME ...`` will start CPU workers, their imports begin now, beside ours.
+
+    Only a head start (:mod:`daskgpu.worker_processes`): the cluster's plan, made later from
+    the parsed options, decides how the workers start.
+    """
+    if not args or args[0].startswith("-") or {"-h", "--help"} & set(args):
+        return
+    options = {a.split("=")[0] for a in args[1:]}
+    if "--cpu" not in options:
+        if options & {"--gpus", "--scheduler-address", "--scheduler-file"}:
+            return
+        from daskgpu import devices
+
+        if devices.inventory().devices:
+            return
+    from daskgpu import worker_processes
+
+    worker_processes.start_server(registry.builtin_module(args[0]))
 
 
 class BenchGroup(RunGroup):

@@ -274,6 +274,11 @@ def _builtins() -> dict[str, str]:
     return dict(getattr(_builtin_package(), "BUILTIN", {}))
 
 
+def builtin_module(name: str) -> str | None:
+    """The module of built-in pipeline ``name``, not imported; None for any other name."""
+    return _builtins().get(name)
+
+
 def _load_builtin(name: str) -> None:
     module = _builtins().get(name)
     if module is not None and name not in _REGISTRY:

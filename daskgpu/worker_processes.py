@@ -13,7 +13,11 @@ before it starts.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import multiprocessing
+import os
+import signal
 import sys
 
 from daskgpu import config as daskgpu_config
@@ -57,7 +61,24 @@ def start_server(pipeline_module: str | None = None) -> bool:
     preload = [*PRELOAD, *([pipeline_module] if pipeline_module else [])]
     multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
     forkserver.ensure_running()
+    if not _stop_at_exit:
+        _stop_at_exit.append(True)
+        atexit.register(_stop_server)
     return True
+
+
+_stop_at_exit: list[bool] = []
+
+
+def _stop_server() -> None:
+    # The server leaves by itself once this process is gone, but only after its imports: a
+    # process that ends early (bad input, Ctrl-C) would leave it behind for a moment.
+    from multiprocessing import forkserver
+
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if pid:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
 
 
 def settings() -> dict:
