@@ -55,12 +55,11 @@ THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"
 
 def layout(samples: int, workers: int) -> dict:
     """The shards of a run with ``--chunks auto`` on ``workers`` single-threaded workers."""
-    from daskgpu import backends
-    from pipelines import train_pipeline
+    from daskgpu import backends, data_parallel
     from pipelines.train_data import held_out_rows, held_out_shards, shard_sizes
 
     backend = backends.get("cpu", workers=workers, threads=workers)
-    train = shard_sizes(samples, train_pipeline.rows_per_shard("auto", samples, backend))
+    train = shard_sizes(samples, data_parallel.rows_per_shard("auto", samples, backend))
     return {"train": train, "test": held_out_shards(held_out_rows(samples), len(train))}
 
 

@@ -12,8 +12,11 @@ per-shard seeds, its own way, with every value in float64, over all points:
   its centroids, and the inertia never increases;
 - with as many centroids as blobs, where each blob's centre has exactly one centroid near it,
   every centroid lies within a few standard errors (``1 / sqrt(points)``) of that centre: the
-  blobs were found. (Lloyd's iteration may rightly end in a local optimum that pairs centroids
-  and blobs otherwise; the detail says so and the check does not fail.)
+  blobs were found. (Lloyd's iteration may rightly end in a local optimum that pairs
+  centroids and blobs otherwise; the detail says so and the check does not fail.) Points read
+  from ``--input`` have no true centres: not compared. The check reads them again with NumPy's
+  or Zarr's own reader; a point with a NaN or infinite coordinate is left out, as the kernel
+  documents.
 
 A point's nearest centroid is known only up to rounding: the run's distances (in the data's
 dtype, the centroids rounded to it) and the check's (float64, ``|x|^2 - 2 x.c + |c|^2``) each
@@ -89,22 +92,41 @@ def _centres(seed: int, clusters: int, features: int) -> np.ndarray:
     return np.array(out)
 
 
+def _read(source: dict, start: int, rows: int, dtype: str, xp):
+    """Rows ``start .. start + rows - 1`` of the input, read with its format's own reader."""
+    if source["kind"] == "npy":
+        points = np.load(source["path"], mmap_mode="r")  # allow_pickle stays False
+    else:
+        import zarr
+
+        points = zarr.open_array(source["path"], mode="r")
+    return xp.asarray(np.asarray(points[start:start + rows]).astype(dtype))
+
+
 def shard_totals(seed: int, index: int, rows: int, clusters: int, dtype: str, library: str,
-                 trajectory: np.ndarray, picked: np.ndarray) -> dict:
-    """Redraw shard ``index`` and total, in float64, what the checks compare (on a worker).
+                 trajectory: np.ndarray, picked: np.ndarray, source: dict | None = None,
+                 start: int = 0) -> dict:
+    """Redraw (or read) shard ``index`` and total, in float64, what the checks compare.
 
     For each centroids ``trajectory[t]``: per centroid, the points nearest it, their sum, the
     sum of their magnitudes, and (``near``, ``near_abs``) the points that may be nearest it
     within rounding; the inertia and its rounding allowance. And the points at ``picked``.
+    With ``source`` (an input's path and kind) the shard is its rows from ``start``. Runs on
+    a worker.
     """
     xp = importlib.import_module(library)
     steps, k, d = trajectory.shape
-    sequence = np.random.SeedSequence(seed, spawn_key=(POINTS, index))
-    rng = (np.random.default_rng(sequence) if library == "numpy"
-           else xp.random.default_rng(int(sequence.generate_state(1, np.uint64)[0])))
-    blob = rng.integers(0, clusters, rows)
-    points = rng.standard_normal((rows, d), dtype=dtype)
-    points += xp.asarray(_centres(seed, clusters, d).astype(dtype))[blob]
+    if source is None:
+        sequence = np.random.SeedSequence(seed, spawn_key=(POINTS, index))
+        rng = (np.random.default_rng(sequence) if library == "numpy"
+               else xp.random.default_rng(int(sequence.generate_state(1, np.uint64)[0])))
+        blob = rng.integers(0, clusters, rows)
+        points = rng.standard_normal((rows, d), dtype=dtype)
+        points += xp.asarray(_centres(seed, clusters, d).astype(dtype))[blob]
+        counted = points
+    else:
+        points = _read(source, start, rows, dtype, xp)
+        counted = points[xp.isfinite(points).all(axis=1)]
     unit = float(np.finfo(dtype).eps) / 2
     c = xp.asarray(trajectory)
     c_norm2 = (c ** 2).sum(axis=2)  # (steps, k)
@@ -112,8 +134,8 @@ def shard_totals(seed: int, index: int, rows: int, clusters: int, dtype: str, li
     for name in ("sums", "abs_sums", "near_abs"):
         out[name] = xp.zeros((steps, k, d))
     out["inertia"], out["inertia_tol"] = xp.zeros(steps), xp.zeros(steps)
-    for start in range(0, rows, SLAB):
-        x = points[start:start + SLAB].astype(np.float64)
+    for first in range(0, counted.shape[0], SLAB):
+        x = counted[first:first + SLAB].astype(np.float64)
         ax = xp.abs(x)
         x_norm2 = (x ** 2).sum(axis=1)
         for t in range(steps):
@@ -155,7 +177,7 @@ def _recompute(ctx: dict, trajectory: np.ndarray) -> dict:
         positions.append(mine)
         tasks.append(dask.delayed(shard_totals, pure=True)(
             ctx["seed"], i, size, ctx["clusters"], ctx["dtype"], ctx["library"], trajectory,
-            rows[mine] - edges[i]))
+            rows[mine] - edges[i], ctx.get("input"), int(edges[i])))
     done = dask.compute(*tasks)
     totals = {key: sum(part[key] for part in done) for key in done[0] if key != "picked"}
     totals["init"] = None
@@ -264,6 +286,8 @@ def _check_descent(ctx: dict, raw, totals: dict) -> str | None:
 
 def _check_centres(ctx: dict, final: np.ndarray, totals: dict) -> str:
     """``centroid ...`` for a blob found wrongly; else what was found, in words."""
+    if ctx.get("input") is not None:
+        return "points read from --input: no true centres to compare"
     if ctx["k"] != ctx["clusters"]:
         return f"--k {ctx['k']} differs from --clusters {ctx['clusters']}: centres not compared"
     centres = _centres(ctx["seed"], ctx["clusters"], ctx["features"])

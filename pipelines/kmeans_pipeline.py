@@ -9,6 +9,8 @@ label per point), tree-reduces them, and takes ``sums / counts`` as the new cent
 driver (:mod:`daskgpu.data_parallel`); the initialisation and the iterations are the compute
 (``compute_s``). A centroid that no point is nearest keeps its place (the empty-cluster rule).
 It stops when no centroid moves more than ``--tol`` or after ``--max-iter`` iterations.
+With ``--input`` the points are read from a ``.npy`` file or Zarr array instead, each shard a
+range of its rows read on its worker (:mod:`pipelines.kmeans_input`).
 :mod:`pipelines.kmeans_check` verifies every iteration on data it draws again its own way.
 """
 
@@ -28,6 +30,7 @@ from daskgpu.params import (
     chunks,
     finite_float,
     non_negative_int,
+    optional_path,
     output_path,
     positive_int,
 )
@@ -35,6 +38,7 @@ from daskgpu.registry import Resolved, Workload, pipeline
 from daskgpu.timing import timed
 from pipelines.kmeans_check import MUTATIONS, verify
 from pipelines.kmeans_data import shard_sizes
+from pipelines.kmeans_input import make_input_shard, open_input, reader_of
 from pipelines.kmeans_steps import (
     InProcess,
     blob_centres,
@@ -66,10 +70,11 @@ def tolerance(value) -> float:
 PARAMS = (
     Param("samples", positive_int, None, "Points [default: 1000000 on CPU, 100000000 on "
           "GPUs].", "N"),
-    Param("features", positive_int, 32, "Features per point [default: 32].", "N"),
-    Param("clusters", positive_int, 16, "Gaussian blobs the points are drawn from "
+    Param("features", positive_int, None, "Features per point [default: 32].", "N"),
+    Param("clusters", positive_int, None, "Gaussian blobs the points are drawn from "
           "[default: 16].", "N"),
-    Param("k", positive_int, None, "Centroids to find [default: --clusters].", "N"),
+    Param("k", positive_int, None, "Centroids to find [default: --clusters; 16 with "
+          "--input].", "N"),
     Param("max_iter", positive_int, 100, "Most Lloyd iterations [default: 100].", "N"),
     Param("tol", tolerance, 1e-4, "Stop once no centroid moves further than this "
           "[default: 1e-4].", "FLOAT"),
@@ -83,7 +88,10 @@ PARAMS = (
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
     Param("output", output_path((".npy", ".csv")), None, "Write the final centroids to this "
           ".npy or .csv file.", "PATH"),
+    Param("input", optional_path, None, "Cluster the points of this samples x features .npy "
+          "file or Zarr array (float32 or float64).", "PATH"),
 )
+DEFAULT_FEATURES, DEFAULT_CLUSTERS = 32, 16
 
 
 def settle(backend, values: dict) -> tuple[dict, dict]:
@@ -92,21 +100,35 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     Raises
     ------
     ParameterError
-        More centroids than points, too many shards, a shard or the centroids too large.
+        More centroids than points, too many shards, a shard or the centroids too large;
+        options for generated points with ``--input``.
+    InputFileError
+        An input that cannot be clustered (see :func:`pipelines.kmeans_input.open_input`).
     """
     values = dict(values)
-    if values["samples"] is None:
-        values["samples"] = GPU_DEFAULT_SAMPLES if backend.is_gpu else CPU_DEFAULT_SAMPLES
-    if values["k"] is None:
-        values["k"] = values["clusters"]
-    samples, features, k = values["samples"], values["features"], values["k"]
-    if values["clusters"] > MAX_CLUSTERS:
-        raise ParameterError(f"--clusters {values['clusters']}: at most {MAX_CLUSTERS} blobs")
+    inputs: dict = {}
+    if values["input"] is not None:
+        inputs = {"input": open_input(values, _default("dtype"))}
+        if values["k"] is None:
+            values["k"] = DEFAULT_CLUSTERS
+    else:
+        for name, default in (("features", DEFAULT_FEATURES), ("clusters", DEFAULT_CLUSTERS)):
+            if values[name] is None:
+                values[name] = default
+        if values["samples"] is None:
+            values["samples"] = GPU_DEFAULT_SAMPLES if backend.is_gpu else CPU_DEFAULT_SAMPLES
+        if values["k"] is None:
+            values["k"] = values["clusters"]
+        if values["clusters"] > MAX_CLUSTERS:
+            raise ParameterError(f"--clusters {values['clusters']}: at most {MAX_CLUSTERS} "
+                                 "blobs")
+    samples, features = shape_of(values, inputs)
+    k = values["k"]
     if k > samples:
         raise ParameterError(f"--k {k}: more centroids than the {samples} points; give --k "
                              f"at most {samples}")
     for name in ("k", "clusters"):
-        if values[name] * features > MAX_CENTROIDS:
+        if values[name] is not None and values[name] * features > MAX_CENTROIDS:
             raise ParameterError(
                 f"--{name} {values[name]} x --features {features}: at most {MAX_CENTROIDS:.3g} "
                 "centroid entries (they go to every worker at each iteration)")
@@ -116,7 +138,18 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
             f"{MAX_TRAJECTORY:.3g} centroid entries over all iterations (each is checked)")
     data_parallel.checked_rows_per_shard(values["chunks"], samples, features, values["dtype"],
                                          backend, rows="points", each="iteration")
-    return values, {}
+    return values, inputs
+
+
+def shape_of(values, inputs) -> tuple[int, int]:
+    """Points and features: the input's, or those given."""
+    if inputs:
+        return inputs["input"].shape
+    return values["samples"], values["features"]
+
+
+def _default(name: str):
+    return next(p.default for p in PARAMS if p.name == name)
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -144,7 +177,8 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     """
     sizes = _sizes(resolved)
     xp = importlib.import_module(resolved.backend.array_library)
-    shards = [make_shard(*args) for args in _shard_arguments(resolved, sizes)]
+    make, arguments = _shard_calls(resolved, sizes)
+    shards = [make(*args) for args in arguments]
     start = initial_centroids(InProcess(), shards, sizes, resolved["seed"], resolved["k"],
                               resolved["init"])
     seconds, answer = timed(resolved.backend, lambda: one_process_lloyd(
@@ -155,14 +189,14 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
 @pipeline("kmeans-pipeline", SUMMARY, PARAMS, verify, settle=settle, baseline=baseline,
           mutations=MUTATIONS, warm_up=warm_up)
 def prepare(resolved: Resolved) -> Workload:
-    """Draw the shards on the workers (kept there), and build the task that clusters them."""
+    """Make the shards on the workers (kept there), and build the task that clusters them."""
     client = _client()
     sizes = _sizes(resolved)
-    centres = blob_centres(resolved["seed"], resolved["clusters"], resolved["features"])
-    futures = data_parallel.place(client, make_shard, _shard_arguments(resolved, sizes, centres))
+    futures = data_parallel.place(client, *_shard_calls(resolved, sizes))
     _wait_made(futures)
     shards = data_parallel.ShardKeys.holding(futures)
-    samples, features, k = resolved["samples"], resolved["features"], resolved["k"]
+    (samples, features), k = shape_of(resolved.values, resolved.inputs), resolved["k"]
+    source = resolved.inputs.get("input")
     dtype = np.dtype(resolved["dtype"])
     clustering = (sizes, resolved["seed"], k, resolved["init"], resolved["max_iter"],
                   resolved["tol"])
@@ -177,7 +211,8 @@ def prepare(resolved: Resolved) -> Workload:
         elements=elements,
         nbytes=elements * dtype.itemsize,
         description={
-            "source": f"{resolved['clusters']} Gaussian blobs, seed {resolved['seed']}",
+            "source": (f"{resolved['clusters']} Gaussian blobs, seed {resolved['seed']}"
+                       if source is None else source.path),
             "shape": [samples, features],
             "k": k,
             "shards": f"{len(sizes)} of up to {sizes[0]} points",
@@ -188,7 +223,9 @@ def prepare(resolved: Resolved) -> Workload:
                  "k": k, "init": resolved["init"], "max_iter": resolved["max_iter"],
                  "tol": resolved["tol"], "dtype": dtype.name,
                  "library": resolved.backend.array_library, "sizes": sizes,
-                 "output": resolved["output"]},
+                 "output": resolved["output"],
+                 "input": None if source is None else {"path": source.path,
+                                                       "kind": source.kind}},
         present=present,
         save=_save if resolved["output"] is not None else None,
     )
@@ -204,16 +241,21 @@ def drive(workload: Workload, client) -> dict:
 
 
 def _sizes(resolved: Resolved) -> tuple[int, ...]:
-    samples = resolved["samples"]
+    samples = shape_of(resolved.values, resolved.inputs)[0]
     per_shard = data_parallel.rows_per_shard(resolved["chunks"], samples, resolved.backend)
     return shard_sizes(samples, per_shard)
 
 
-def _shard_arguments(resolved: Resolved, sizes, centres=None) -> list[tuple]:
-    if centres is None:
-        centres = blob_centres(resolved["seed"], resolved["clusters"], resolved["features"])
-    return [(resolved["seed"], i, rows, resolved["features"], resolved["dtype"],
-             resolved.backend.array_library, centres) for i, rows in enumerate(sizes)]
+def _shard_calls(resolved: Resolved, sizes) -> tuple:
+    """The function making a shard, and its arguments for each shard."""
+    dtype, library = resolved["dtype"], resolved.backend.array_library
+    if "input" in resolved.inputs:
+        reader, starts = reader_of(resolved.inputs["input"]), np.cumsum((0, *sizes))
+        return make_input_shard, [(reader, int(starts[i]), int(starts[i + 1]), dtype, library)
+                                  for i in range(len(sizes))]
+    centres = blob_centres(resolved["seed"], resolved["clusters"], resolved["features"])
+    return make_shard, [(resolved["seed"], i, rows, resolved["features"], dtype, library,
+                         centres) for i, rows in enumerate(sizes)]
 
 
 def _client():

@@ -310,7 +310,8 @@ def one_process_lloyd(shards, start: np.ndarray, max_iter: int, tol: float, xp) 
 
     Each pass: per slab of a shard, the distances by broadcasting in the data's dtype, the
     nearest (``argmin``: the lowest index on ties), float64 sums through a one-hot product.
-    The same stopping rule and empty-cluster rule as :func:`lloyd`.
+    The same stopping rule, empty-cluster rule and rule for points with no finite distance
+    (left out) as :func:`lloyd`.
     """
 
     def one_pass(c):
@@ -321,6 +322,10 @@ def one_process_lloyd(shards, start: np.ndarray, max_iter: int, tol: float, xp) 
             for lo in range(0, x.shape[0], 16_384):
                 part = x[lo:lo + 16_384]
                 dist = ((part[:, None, :] - centroids) ** 2).sum(axis=2)
+                dist[xp.isnan(dist)] = xp.inf
+                counted = dist.min(axis=1) < xp.inf  # no finite distance: left out
+                if not bool(counted.all()):
+                    part, dist = part[counted], dist[counted]
                 labels = dist.argmin(axis=1)
                 inertia += float(dist.min(axis=1).sum(dtype=np.float64))
                 onehot = (labels[:, None] == xp.arange(k)[None]).astype(np.float64)

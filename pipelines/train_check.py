@@ -1,42 +1,41 @@
 """Independent verification of train-pipeline's result (:func:`verify`) and its mutations.
 
-What the check establishes, on data it draws again on the workers from the documented
-per-shard seeds, its own way, with every value in float64:
+What the check establishes, on data it draws or reads again on the workers its own way
+(:mod:`pipelines.train_replay`), with every value in float64:
 
 - the weights start at zero, and a seeded sample of steps (the first and the last among them)
-  is ``w[t+1] = w[t] - rate * gradient(w[t]) / samples``, the gradient over all training rows;
-- every reported loss and accuracy (train at each step's weights, test at the final ones) is
-  that of the reported weights; the teacher's best accuracy is recomputed;
-- the test accuracy lies between the most common class's share (where there are enough rows to
-  learn from) and the teacher's best accuracy, each widened by a deviation a correct run
-  exceeds with probability below 1e-9;
-- where the learning rate is provably safe for the data, the loss never increases.
-
-Rounding bounds follow Higham and Mary's probabilistic analysis (SIAM J. Sci. Comput., 2019):
-a sum of ``n`` products computed in precision ``u`` errs by at most ``LAMBDA * sqrt(n) * u``
-times the sum of the products' magnitudes, but with probability ``2 n exp(-LAMBDA^2 / 2)``.
+  is ``w[t+1] = w[t] - rate * gradient(w[t]) / samples``: the gradient over all training
+  rows, or with ``--batch-size`` over the step's mini-batch rows, drawn again from the
+  documented seeds, each shard's sum scaled by its rows over its batch rows;
+- every reported loss and accuracy (train at each step's weights, on the rows that step read;
+  test at the final ones) is that of the reported weights, and so are the counts of rows;
+  the teacher's best accuracy is recomputed;
+- on teacher data, the test accuracy is at most the teacher's best accuracy and, in full-batch
+  training with enough rows, above the most common class's share, each widened by a
+  deviation a correct run exceeds with probability below 1e-9 (an input has no teacher: no
+  such bound);
+- in full-batch training where the learning rate is provably safe for the data, the loss
+  never increases (a mini-batch step may rightly raise it).
 
 It shares no code with the run (:mod:`pipelines.train_pipeline`, :mod:`pipelines.train_steps`,
-:mod:`daskgpu.data_parallel`): it takes from :mod:`pipelines.train_data` only the scheme's
-constants. ``MUTATIONS`` are the wrong results it must reject.
+:mod:`pipelines.train_input`, :mod:`daskgpu.data_parallel`): it takes from
+:mod:`pipelines.train_data` only the scheme's constants and geometry. ``MUTATIONS`` are the
+wrong results it must reject.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import dask
 import numpy as np
 
-from daskgpu.backends import to_host
 from daskgpu.registry import Mutation, Verification, Workload
-from pipelines.train_data import TEACHER, TEACHER_SHARPNESS, TEST, TRAIN
+from pipelines.train_data import TEST, TRAIN, input_held_out
+from pipelines.train_replay import SLAB, held_out, shard_totals, unit
 
-LAMBDA = 9.0
 FALSE_ALARM = 1e-9  # chance that a correct run falls outside a statistical bound (each)
 SAMPLED_STEPS = 4  # steps whose update is recomputed: the first, the last, seeded others
-SLAB = 16_384  # rows recomputed at once in float64
 BEST_RTOL = 1e-9  # the teacher's best accuracy: float64 sums of probabilities in two orders
 ROWS_PER_FEATURE = 10  # fewer training rows per feature: a model may rightly learn nothing
 
@@ -57,117 +56,60 @@ def verify(workload: Workload, raw) -> Verification:
         if failure:
             return Verification(False, failure)
     tested = totals["test_rows"]
-    floor = (f"{totals['floor'] / tested:.4f}" if _learnable(ctx)
-             else f"- (not required with under {ROWS_PER_FEATURE} rows per feature)")
+    rows = (f"all {ctx['samples']} rows" if ctx["batch"] is None
+            else f"their mini-batches of {int(totals['rows'][0])} rows")
+    if ctx["input"] is not None:
+        bounds = (f"test accuracy {raw['test_right'] / tested:.4f} on {tested} held-out rows "
+                  "(no teacher: no bound on it)")
+    else:
+        floor = (f"{totals['floor'] / tested:.4f}" if _floor_applies(ctx)
+                 else "- (not required with mini-batches or under "
+                      f"{ROWS_PER_FEATURE} rows per feature)")
+        bounds = (f"test accuracy {raw['test_right'] / tested:.4f} within [{floor}, "
+                  f"{totals['ceiling'] / tested:.4f}] (most common class, teacher's best)")
+    descent = ("the loss never rose (a safe learning rate)" if _descent_applies(ctx, totals)
+               else "the loss may rise (" + ("mini-batches" if ctx["batch"] is not None
+                                              else "no provably safe learning rate") + ")")
     return Verification(True, (
-        f"{len(steps)} of {ctx['steps']} steps recomputed in float64 on all "
-        f"{ctx['samples']} rows agree; {ctx['steps'] + 1} losses and accuracies agree; test "
-        f"accuracy {raw['test_right'] / tested:.4f} within [{floor}, "
-        f"{totals['ceiling'] / tested:.4f}] (most common class, teacher's best)"))
+        f"{len(steps)} of {ctx['steps']} steps recomputed in float64 on {rows} agree; "
+        f"{ctx['steps'] + 1} losses and accuracies agree; {descent}; {bounds}"))
 
 
 # --------------------------------------------------------------------------- the replay
 
 
-def _generator(library: str, seed: int, part: int, index: int):
-    words = np.random.SeedSequence(seed, spawn_key=(part, index))
-    if library == "numpy":
-        return np.random.default_rng(words)
-    xp = importlib.import_module(library)
-    return xp.random.default_rng(int(words.generate_state(1, np.uint64)[0]))
-
-
-def _teacher(seed: int, features: int, classes: int) -> np.ndarray:
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(TEACHER,)))
-    return rng.standard_normal((features + 1, classes)) * (TEACHER_SHARPNESS
-                                                            / math.sqrt(features + 1))
-
-
-def shard_totals(seed: int, part: int, index: int, rows: int, dtype: str, library: str,
-                 weights: np.ndarray, steps: list[int]) -> dict:
-    """Redraw one shard and total, in float64, what the checks compare (runs on a worker).
-
-    ``weights`` are the run's reported weights at every step; ``steps`` those whose gradient
-    is summed. Returns host arrays: per weights, the loss sum, its rounding allowance, the
-    right answers and the rows too close to call; per sampled step, the gradient sum and its
-    rounding allowance; the teacher's best sum, and the count of each label.
-    """
-    xp = importlib.import_module(library)
-    count, features1, classes = weights.shape
-    rng = _generator(library, seed, part, index)
-    x_all = rng.standard_normal((rows, features1 - 1), dtype=dtype)
-    u_all = rng.random((rows, classes), dtype=np.float64)
-    teacher = xp.asarray(_teacher(seed, features1 - 1, classes))
-    w = xp.asarray(weights, dtype=np.float64)
-    flat = xp.moveaxis(w, 0, 1).reshape(features1, count * classes)  # every step's weights
-    unit = _unit(dtype)
-    dot = LAMBDA * math.sqrt(features1) * unit  # one logit's relative rounding
-    over_rows = LAMBDA * math.sqrt(rows) * unit  # one gradient entry's, summed over the rows
-    adding = LAMBDA * math.sqrt(rows) * float(np.finfo(np.float64).eps)  # float64 sums of rows
-    # per weights: the largest column norm and bias, bounding every logit's rounding
-    column = xp.sqrt((w[:, :-1] ** 2).sum(axis=1)).max(axis=1)
-    bias = xp.abs(w[:, -1]).max(axis=1)
-    out = {name: xp.zeros(count) for name in ("loss", "loss_tol", "right", "close")}
-    out["gradient"] = xp.zeros((len(steps), features1, classes))
-    out["gradient_tol"] = xp.zeros((len(steps), features1, classes))
-    out["best"] = 0.0
-    out["labels"] = xp.zeros(classes)
-    for start in range(0, rows, SLAB):
-        x = x_all[start:start + SLAB].astype(np.float64)
-        n = x.shape[0]
-        gumbel = -xp.log(-xp.log(u_all[start:start + SLAB]))
-        truth = x @ teacher[:-1] + teacher[-1]
-        y = xp.argmax(truth + gumbel, axis=1)
-        out["labels"] += xp.bincount(y, minlength=classes)
-        peak = truth.max(axis=1, keepdims=True)
-        out["best"] += float((1.0 / xp.exp(truth - peak).sum(axis=1)).sum())
-        z = (x @ flat[:-1] + flat[-1]).reshape(n, count, classes)
-        top = z.max(axis=2, keepdims=True)
-        shifted = z - top
-        logsum = xp.log(xp.exp(shifted).sum(axis=2))
-        mine = xp.take_along_axis(shifted, y[:, None, None], axis=2)[..., 0]
-        losses = logsum - mine
-        norms = xp.sqrt((x ** 2).sum(axis=1))
-        err = dot * (norms[:, None] * column[None, :] + bias[None, :])  # |logit error| bound
-        ordered = xp.sort(z, axis=2)
-        gap = ordered[..., -1] - ordered[..., -2] if classes > 1 else xp.full_like(err, xp.inf)
-        out["loss"] += losses.sum(axis=0)
-        # each row's loss from rounded logits, and the float64 sum over the rows
-        out["loss_tol"] += (2 * err + (classes + 4) * unit * (1 + losses)
-                            + adding * losses).sum(axis=0)
-        out["right"] += (xp.argmax(z, axis=2) == y[:, None]).sum(axis=0)
-        out["close"] += (gap <= 2 * err + 1e-12 * (1 + xp.abs(ordered[..., -1]))).sum(axis=0)
-        for i, t in enumerate(steps):
-            p = xp.exp(shifted[:, t] - logsum[:, t, None])
-            g = p.copy()
-            g[xp.arange(n), y] -= 1
-            out["gradient"][i, :-1] += x.T @ g
-            out["gradient"][i, -1] += g.sum(axis=0)
-            spread = over_rows * xp.abs(g) + p * (2 * err[:, t, None] + (classes + 3) * unit)
-            out["gradient_tol"][i, :-1] += xp.abs(x).T @ spread
-            out["gradient_tol"][i, -1] += spread.sum(axis=0)
-    return {k: (v if isinstance(v, float) else to_host(v)) for k, v in out.items()}
-
-
-def _unit(dtype: str) -> float:
-    """The run's unit roundoff plus this replay's own (float64)."""
-    return float(np.finfo(dtype).eps + np.finfo(np.float64).eps) / 2
-
-
 def _recompute(ctx: dict, weights: np.ndarray, steps: list[int]) -> dict:
-    """Totals of :func:`shard_totals` over the training shards and over the test shards."""
+    """Totals of :func:`shard_totals` over the training shards and over the test rows."""
     last = np.asarray(weights[-1:])
-    tasks = [dask.delayed(shard_totals, pure=True)(
-        ctx["seed"], TRAIN, i, rows, ctx["dtype"], ctx["library"], weights, steps)
-        for i, rows in enumerate(ctx["train_sizes"])]
-    tasks += [dask.delayed(shard_totals, pure=True)(
-        ctx["seed"], TEST, i, rows, ctx["dtype"], ctx["library"], last, [])
-        for i, rows in enumerate(ctx["test_sizes"])]
+    dtype, library, seed = ctx["dtype"], ctx["library"], ctx["seed"]
+    source = ctx["input"]
+    if source is not None:
+        source = {**source, "held_out": input_held_out(source["rows"])}
+    train_specs, firsts = [], np.cumsum((0, *ctx["train_sizes"]))
+    for i, rows in enumerate(ctx["train_sizes"]):
+        train_specs.append({"seed": seed, "part": TRAIN, "index": i, "rows": rows,
+                            "classes": ctx["classes"]} if source is None else
+                           {"source": source, "seed": seed, "first": int(firsts[i]),
+                            "count": rows, "gram": _gram_kind(ctx)})
+    if source is None:
+        test_specs = [{"seed": seed, "part": TEST, "index": i, "rows": rows,
+                       "classes": ctx["classes"]} for i, rows in enumerate(ctx["test_sizes"])]
+    else:  # the held-out rows, drawn again, in slabs of this check's own
+        test = held_out(seed, source["rows"], source["held_out"])
+        test_specs = [{"source": source, "rows": test[i:i + SLAB]}
+                      for i in range(0, len(test), SLAB)]
+    batches = [None if ctx["batch"] is None else
+               {"seed": seed, "size": ctx["batch"], "samples": ctx["samples"], "index": i}
+               for i in range(len(train_specs))]
+    tasks = [dask.delayed(shard_totals, pure=True)(spec, weights, steps, batch, dtype, library)
+             for spec, batch in zip(train_specs, batches, strict=True)]
+    tasks += [dask.delayed(shard_totals, pure=True)(spec, last, [], None, dtype, library)
+              for spec in test_specs]
     done = dask.compute(*tasks)
-    train, test = done[:len(ctx["train_sizes"])], done[len(ctx["train_sizes"]):]
+    train, test_done = done[:len(train_specs)], done[len(train_specs):]
     totals = {key: sum(part[key] for part in train) for key in train[0]}
-    totals["test"] = {key: sum(part[key] for part in test) for key in test[0]}
-    tested = sum(ctx["test_sizes"])
+    totals["test"] = {key: sum(part[key] for part in test_done) for key in test_done[0]}
+    tested = int(totals["test"]["rows"][0])
     totals["test_rows"] = tested
     log_alarm = math.log(2 / FALSE_ALARM)
     # Bernstein's inequality for a sum of ``tested`` indicators (variance at most 1/4 each)
@@ -191,6 +133,8 @@ def _check_structure(ctx: dict, raw) -> str | None:
         return f"weights of shape {weights.shape}; {shape} expected (every step's and the last)"
     if len(raw["losses"]) != shape[0] or len(raw["right"]) != shape[0]:
         return f"{len(raw['losses'])} losses, {len(raw['right'])} accuracies for {shape[0]} steps"
+    if len(raw.get("rows", ())) != shape[0]:
+        return f"{len(raw.get('rows', ()))} row counts for {shape[0]} steps"
     if np.any(weights[0] != 0):
         return "weights before the first step are not zero"
     if not np.all(np.isfinite(weights)):
@@ -201,10 +145,10 @@ def _check_structure(ctx: dict, raw) -> str | None:
 def _check_steps(ctx: dict, raw, totals: dict, steps: list[int]) -> str | None:
     weights = np.asarray(raw["weights"], dtype=np.float64)
     rate, n = ctx["learning_rate"], ctx["samples"]
-    unit = _unit(ctx["dtype"])
+    u = unit(ctx["dtype"])
     for i, t in enumerate(steps):
         expected = weights[t] - rate * totals["gradient"][i] / n
-        allowed = rate * totals["gradient_tol"][i] / n + 2 * unit * np.abs(expected) + 1e-300
+        allowed = rate * totals["gradient_tol"][i] / n + 2 * u * np.abs(expected) + 1e-300
         excess = np.abs(weights[t + 1] - expected) / allowed
         worst = np.unravel_index(int(np.argmax(excess)), excess.shape)
         if not excess[worst] <= 1:
@@ -227,8 +171,10 @@ def _check_losses(ctx: dict, raw, totals: dict, steps: list[int]) -> str | None:
 
 
 def _check_accuracies(ctx: dict, raw, totals: dict, steps: list[int]) -> str | None:
-    n = ctx["samples"]
-    for t, hits in enumerate(raw["right"]):
+    for t, (hits, read) in enumerate(zip(raw["right"], raw["rows"], strict=True)):
+        n = totals["rows"][t]
+        if int(read) != n:
+            return f"rows read at step {t}: {int(read)} reported, {int(n)} expected"
         if not abs(int(hits) - totals["right"][t]) <= totals["close"][t]:
             return (f"train accuracy at step {t}: {int(hits) / n:.6f} reported, "
                     f"{totals['right'][t] / n:.6f} recounted ({int(totals['close'][t])} rows "
@@ -244,27 +190,30 @@ def _check_test(ctx: dict, raw, totals: dict, steps: list[int]) -> str | None:
                 f"recounted for the final weights ({int(test['close'][0])} rows too close "
                 "to call)")
     best = float(raw["test_best"])
-    if not abs(best - test["best"]) <= BEST_RTOL * test["best"]:
+    if not abs(best - test["best"]) <= BEST_RTOL * test["best"] + 1e-300:
         return (f"teacher's best accuracy {best / tested:.9f} reported, "
                 f"{test['best'] / tested:.9f} recomputed")
     return None
 
 
 def _check_bounds(ctx: dict, raw, totals: dict, steps: list[int]) -> str | None:
+    if ctx.get("input") is not None:
+        return None  # no teacher: no bound
     tested, hits = totals["test_rows"], int(raw["test_right"])
     if hits > totals["ceiling"]:
         return (f"test accuracy {hits / tested:.4f} above the teacher's best accuracy "
                 f"{totals['test']['best'] / tested:.4f} by more than chance allows "
                 f"(limit {totals['ceiling'] / tested:.4f})")
-    if hits < totals["floor"] and _learnable(ctx):
+    if hits < totals["floor"] and _floor_applies(ctx):
         return (f"test accuracy {hits / tested:.4f} no better than always answering the most "
                 f"common class (limit {totals['floor'] / tested:.4f}): nothing was learned")
     return None
 
 
-def _learnable(ctx: dict) -> bool:
-    """Enough rows that a correct run must beat the most common class on the test rows."""
-    return ctx["samples"] >= ROWS_PER_FEATURE * (ctx["features"] + 1)
+def _floor_applies(ctx: dict) -> bool:
+    """Full batches on enough rows: a correct run must beat the most common class."""
+    return (ctx.get("batch") is None
+            and ctx["samples"] >= ROWS_PER_FEATURE * (ctx["features"] + 1))
 
 
 def safe_rate(samples: int, features: int) -> float:
@@ -281,8 +230,39 @@ def safe_rate(samples: int, features: int) -> float:
     return 4 / edge
 
 
+def _gram_kind(ctx: dict) -> str | None:
+    """What bounds an input's curvature: its Gram matrix, or the matrix's trace.
+
+    The whole matrix where that costs at most about twice what the replay does (``A^T A``
+    against the logits of every step); else its trace, never below the largest eigenvalue.
+    """
+    if ctx["batch"] is not None:
+        return None
+    return ("full" if ctx["features"] + 1 <= 4 * (ctx["steps"] + 1) * ctx["classes"]
+            else "trace")
+
+
+def input_safe_rate(gram: np.ndarray, samples: int) -> float:
+    """A learning rate under which full-batch descent on the input never raises the loss.
+
+    ``L <= lambda_max(A^T A / n) / 2`` as in :func:`safe_rate`, with ``lambda_max`` the Gram
+    matrix's largest eigenvalue (or its trace, an upper bound).
+    """
+    top = (float(np.linalg.eigvalsh(gram / samples)[-1]) if gram.ndim == 2
+           else float(gram[0]) / samples)
+    return 4 / (top * (1 + 1e-9))
+
+
+def _descent_applies(ctx: dict, totals: dict) -> bool:
+    if ctx.get("batch") is not None:
+        return False  # a mini-batch step may rightly raise the loss
+    if ctx.get("input") is not None:
+        return ctx["learning_rate"] <= input_safe_rate(totals["gram"], ctx["samples"])
+    return ctx["learning_rate"] <= safe_rate(ctx["samples"], ctx["features"])
+
+
 def _check_descent(ctx: dict, raw, totals: dict, steps: list[int]) -> str | None:
-    if ctx["learning_rate"] > safe_rate(ctx["samples"], ctx["features"]):
+    if not _descent_applies(ctx, totals):
         return None
     losses = np.asarray(raw["losses"], dtype=np.float64)
     allowed = totals["loss_tol"] / ctx["samples"]

@@ -51,3 +51,28 @@ def held_out_shards(rows: int, shards: int) -> tuple[int, ...]:
     shards = max(1, min(shards, rows))
     base, extra = divmod(rows, shards)
     return tuple(base + (i < extra) for i in range(shards))
+
+
+#: ``spawn_key`` parts of the mini-batch draws (``(BATCH, step, shard)``) and of the held-out
+#: rows of an input (``(HELD_OUT,)``).
+BATCH, HELD_OUT = 3, 4
+
+
+def input_held_out(rows: int) -> int:
+    """Held-out test rows of an input of ``rows`` rows (at least 2): a tenth, at least 1.
+
+    >>> input_held_out(2), input_held_out(3000), input_held_out(10**9)
+    (1, 300, 200000)
+    """
+    return min(TEST_MAX, rows - 1, max(1, math.ceil(TEST_SHARE * rows)))
+
+
+def batch_rows(batch: int, rows: int, samples: int) -> int:
+    """Rows a shard of ``rows`` draws for a mini-batch of ``batch`` of ``samples`` rows.
+
+    Its share of the batch, rounded half up, at least one and at most all its rows.
+
+    >>> batch_rows(100, 700, 3000), batch_rows(100, 10, 3000), batch_rows(10**6, 5, 6)
+    (23, 1, 5)
+    """
+    return min(rows, max(1, math.floor(batch * rows / samples + 0.5)))

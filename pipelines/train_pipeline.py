@@ -10,8 +10,11 @@ gradients with a tree reduction and applies the step once, in the driver
 
 The data come from a teacher: softmax regression with random weights, whose labels are drawn
 from its own class probabilities (the Gumbel-max trick), so the best accuracy any model can
-reach is known. Shards are made in the build (``build_s``); the training steps are the
-compute (``compute_s``). :mod:`pipelines.train_check` verifies every step's loss and
+reach is known; or from a feature array (``--input``) and its labels (``--labels``), whose
+held-out rows are a seeded share of its rows (:mod:`pipelines.train_input`). With
+``--batch-size`` each step reads a seeded mini-batch of the rows instead of all of them.
+Shards are made in the build (``build_s``); the training steps are the compute
+(``compute_s``). :mod:`pipelines.train_check` verifies every step's loss and
 accuracy and a seeded sample of the steps themselves, on data it draws again its own way.
 """
 
@@ -22,11 +25,36 @@ import numpy as np
 
 from daskgpu import data_parallel
 from daskgpu.errors import DaskGPUError, ParameterError
-from daskgpu.params import Param, choice, chunks, finite_float, non_negative_int, positive_int
+from daskgpu.params import (
+    Param,
+    choice,
+    chunks,
+    finite_float,
+    non_negative_int,
+    optional_path,
+    positive_int,
+)
 from daskgpu.registry import Resolved, Workload, pipeline
 from daskgpu.timing import timed
 from pipelines.train_check import MUTATIONS, verify
-from pipelines.train_data import TEST, TRAIN, held_out_rows, held_out_shards, shard_sizes
+from pipelines.train_data import (
+    TEST,
+    TRAIN,
+    batch_rows,
+    held_out_rows,
+    held_out_shards,
+    input_held_out,
+    shard_sizes,
+)
+from pipelines.train_input import (
+    file_ranges,
+    held_out,
+    held_out_part,
+    make_input_shard,
+    open_inputs,
+    reader_of,
+)
+from pipelines.train_present import present, value_of
 from pipelines.train_steps import make_shard, shard_pass, teacher_weights, train
 
 CPU_DEFAULT_SAMPLES = 1_000_000
@@ -58,9 +86,11 @@ def learning_rate(value) -> float:
 PARAMS = (
     Param("samples", positive_int, None, "Training rows [default: 1000000 on CPU, 20000000 "
           "on GPUs].", "N"),
-    Param("features", positive_int, 784, "Features per row [default: 784].", "N"),
+    Param("features", positive_int, None, "Features per row [default: 784].", "N"),
     Param("classes", class_count, 10, "Classes (softmax outputs) [default: 10].", "N"),
-    Param("steps", positive_int, 20, "Full-batch gradient steps [default: 20].", "N"),
+    Param("steps", positive_int, 20, "Gradient steps [default: 20].", "N"),
+    Param("batch_size", positive_int, None, "Rows of each step's seeded mini-batch "
+          "[default: all rows, full-batch steps].", "N"),
     Param("learning_rate", learning_rate, 0.5, "Step size of gradient descent "
           "[default: 0.5].", "FLOAT"),
     Param("chunks", chunks, "auto", "Rows per shard: auto (one shard per CPU thread or per "
@@ -68,7 +98,12 @@ PARAMS = (
     Param("dtype", choice(("float32", "float64")), "float32", "Element type of the features "
           "and the weights.", "float32|float64", ("float32", "float64")),
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
+    Param("input", optional_path, None, "Train on this samples x features .npy file or Zarr "
+          "array (with --labels); a seeded tenth of its rows is held out.", "PATH"),
+    Param("labels", optional_path, None, "Class labels (integers 0..classes-1, one per row "
+          "of --input) in a .npy file or Zarr array.", "PATH"),
 )
+DEFAULT_FEATURES = 784
 
 
 def settle(backend, values: dict) -> tuple[dict, dict]:
@@ -77,12 +112,24 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     Raises
     ------
     ParameterError
-        Features split across shards, too many shards, a shard or a model too large.
+        Features split across shards, too many shards, a shard or a model too large, a
+        mini-batch over the training rows; inconsistent input options.
+    InputFileError
+        An input that cannot be trained on (see :func:`pipelines.train_input.open_inputs`).
     """
     values = dict(values)
-    if values["samples"] is None:
-        values["samples"] = GPU_DEFAULT_SAMPLES if backend.is_gpu else CPU_DEFAULT_SAMPLES
-    samples, features = values["samples"], values["features"]
+    inputs: dict = {}
+    if values["input"] is not None or values["labels"] is not None:
+        inputs = open_inputs(values, _default("dtype"))
+    else:
+        if values["samples"] is None:
+            values["samples"] = GPU_DEFAULT_SAMPLES if backend.is_gpu else CPU_DEFAULT_SAMPLES
+        if values["features"] is None:
+            values["features"] = DEFAULT_FEATURES
+    samples, features, _rows = shape_of(values, inputs)
+    if values["batch_size"] is not None and values["batch_size"] > samples:
+        raise ParameterError(f"--batch-size {values['batch_size']}: over the {samples} training "
+                             f"rows; give at most {samples} (or leave it out: full batches)")
     weights = (features + 1) * values["classes"]
     if weights > MAX_WEIGHTS:
         raise ParameterError(
@@ -90,7 +137,19 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
             f"most {MAX_WEIGHTS:.3g} (the weights go to every worker at each step)")
     data_parallel.checked_rows_per_shard(values["chunks"], samples, features, values["dtype"],
                                          backend, rows="rows", each="step")
-    return values, {}
+    return values, inputs
+
+
+def shape_of(values, inputs) -> tuple[int, int, int | None]:
+    """Training rows, features, and the input's rows (``None`` for generated data)."""
+    if inputs:
+        rows, features = inputs["input"].shape
+        return rows - input_held_out(rows), features, rows
+    return values["samples"], values["features"], None
+
+
+def _default(name: str):
+    return next(p.default for p in PARAMS if p.name == name)
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -102,56 +161,73 @@ SUMMARY = ("Softmax regression trained data-parallel: per-shard gradients, tree-
 def baseline(resolved: Resolved) -> tuple[float, dict]:
     """Seconds and answer of the same training in one process, on the same shards.
 
-    The shards are drawn as the run draws them (untimed, as the run draws them in its build),
+    The shards are made as the run makes them (untimed, as the run makes them in its build),
     then the steps are timed: every shard's gradient in turn with NumPy (CuPy on a GPU worker),
-    summed in the run's pairwise order, the step applied.
+    on the same mini-batches, summed in the run's pairwise order, the step applied.
     """
-    sizes = _layout(resolved)
+    layout = _layout(resolved)
     library, dtype = resolved.backend.array_library, resolved["dtype"]
-    shards = [make_shard(*args) for args in _shard_arguments(resolved, sizes)]
-    training, testing = shards[:len(sizes["train"])], shards[len(sizes["train"]):]
-    samples, steps, rate = resolved["samples"], resolved["steps"], resolved["learning_rate"]
+    make, arguments = _train_calls(resolved, layout)
+    training = [make(*args) for args in arguments]
+    testing = ([held_out_part(s) for s in training] if layout["rows"] is not None
+               else [make_shard(*args) for args in _test_arguments(resolved, layout)])
+    samples, steps, rate = layout["samples"], resolved["steps"], resolved["learning_rate"]
+    batch = resolved["batch_size"]
 
-    def passes(w, group, gradient):
-        parts = [shard_pass(s, w, gradient, library) for s in group]
+    def passes(w, group, gradient, drawn=None):
+        parts = [shard_pass(s, w, gradient, library, drawn) for s in group]
         while len(parts) > 1:
             parts = [data_parallel.add_pairs(parts[i], parts[i + 1])
                      for i in range(0, len(parts) - 1, 2)] + parts[len(parts) - len(parts) % 2:]
         return parts[0][0]
 
     def training_run() -> dict:
-        w = np.zeros((resolved["features"] + 1, resolved["classes"]), dtype=dtype)
+        w = np.zeros((layout["features"] + 1, resolved["classes"]), dtype=dtype)
         losses = []
-        for _ in range(steps):
-            gradient, loss, _hits = passes(w, training, True)
+        for t in range(steps):
+            drawn = None if batch is None else (resolved["seed"], t, batch, samples)
+            gradient, loss, _hits, _rows = passes(w, training, True, drawn)
             w = (w - rate * (gradient / samples)).astype(dtype)
             losses.append(loss / samples)
-        _, loss, _hits = passes(w, training, False)
-        _, test_loss, _hits = passes(w, testing, False)
+        _, loss, _hits, _rows = passes(w, training, False)
+        _, test_loss, _hits, _rows = passes(w, testing, False)
         return {"losses": [*losses, loss / samples], "test_loss": test_loss}
 
     seconds, answer = timed(resolved.backend, training_run)
-    return seconds, _value(answer, samples, sum(sizes["test"]))
+    return seconds, value_of(answer, samples, sum(layout["test"]))
 
 
 @pipeline("train-pipeline", SUMMARY, PARAMS, verify, settle=settle, baseline=baseline,
           mutations=MUTATIONS)
 def prepare(resolved: Resolved) -> Workload:
-    """Draw the shards on the workers (kept there), and build the task that trains on them."""
+    """Make the shards on the workers (kept there), and build the task that trains on them."""
     client = _client()
-    sizes = _layout(resolved)
-    futures = data_parallel.place(client, make_shard, _shard_arguments(resolved, sizes))
+    layout = _layout(resolved)
+    make, arguments = _train_calls(resolved, layout)
+    if layout["rows"] is None:  # generated: test shards drawn after the training ones
+        futures = data_parallel.place(client, make, arguments
+                                      + _test_arguments(resolved, layout))
+    else:  # read: each shard keeps its range's held-out rows apart
+        futures = data_parallel.place(client, make, arguments)
+        futures += [client.submit(held_out_part, f, pure=False) for f in futures]
     _wait_made(client, futures)
     shards = data_parallel.ShardKeys.holding(futures)
-    samples, features = resolved["samples"], resolved["features"]
+    samples, features, steps = layout["samples"], layout["features"], resolved["steps"]
+    batch = resolved["batch_size"]
     dtype = np.dtype(resolved["dtype"])
-    training = (len(sizes["train"]), samples, features, resolved["classes"], resolved["steps"],
-                resolved["learning_rate"], dtype.name, resolved.backend.array_library)
+    training = (len(layout["train"]), samples, features, resolved["classes"], steps,
+                resolved["learning_rate"], dtype.name, resolved.backend.array_library,
+                resolved["seed"], batch)
     # One task drives the steps from a worker (the runner computes one collection); see drive.
     collection = dask.delayed(data_parallel.drive_on_cluster, pure=False)(train, shards,
                                                                          *training)
-    # Every step reads all training rows once; one more pass after the last step.
-    elements = samples * features * (resolved["steps"] + 1)
+    # Every step reads its rows once (all, or its mini-batch); one more pass after the last.
+    per_step = samples if batch is None else sum(batch_rows(batch, n, samples)
+                                                 for n in layout["train"])
+    elements = (per_step * steps + samples) * features
+    source = (f"teacher softmax regression, seed {resolved['seed']}" if layout["rows"] is None
+              else f"{resolved['input']} (labels {resolved['labels']}), held-out rows "
+                   f"seed {resolved['seed']}")
     return Workload(
         collection=collection,
         drive=drive,
@@ -159,19 +235,22 @@ def prepare(resolved: Resolved) -> Workload:
         elements=elements,
         nbytes=elements * dtype.itemsize,
         description={
-            "source": f"teacher softmax regression, seed {resolved['seed']}",
+            "source": source,
             "shape": [samples, features],
             "classes": resolved["classes"],
-            "test rows": sum(sizes["test"]),
-            "shards": f"{len(sizes['train'])} of up to {sizes['train'][0]} rows "
-                      f"(+ {len(sizes['test'])} test)",
+            "test rows": sum(layout["test"]),
+            "shards": f"{len(layout['train'])} of up to {layout['train'][0]} rows "
+                      f"(+ {len(layout['test'])} test)",
+            "steps": "full batch" if batch is None else f"mini-batches of {per_step} rows",
             "dtype": dtype.name,
         },
         context={"shards": shards, "training": training, "seed": resolved["seed"],
                  "samples": samples, "features": features, "classes": resolved["classes"],
-                 "steps": resolved["steps"], "learning_rate": resolved["learning_rate"],
-                 "dtype": dtype.name, "library": resolved.backend.array_library,
-                 "train_sizes": sizes["train"], "test_sizes": sizes["test"]},
+                 "steps": steps, "learning_rate": resolved["learning_rate"],
+                 "batch": batch, "dtype": dtype.name,
+                 "library": resolved.backend.array_library,
+                 "train_sizes": layout["train"], "test_sizes": layout["test"],
+                 "input": _input_context(resolved, layout)},
         present=present,
     )
 
@@ -187,20 +266,47 @@ def drive(workload: Workload, client) -> dict:
 
 
 def _layout(resolved: Resolved) -> dict:
-    samples = resolved["samples"]
+    samples, features, rows = shape_of(resolved.values, resolved.inputs)
     per_shard = data_parallel.rows_per_shard(resolved["chunks"], samples, resolved.backend)
     train_sizes = shard_sizes(samples, per_shard)
-    return {"train": train_sizes,
-            "test": held_out_shards(held_out_rows(samples), len(train_sizes))}
+    layout = {"samples": samples, "features": features, "rows": rows, "train": train_sizes}
+    if rows is None:
+        layout["test"] = held_out_shards(held_out_rows(samples), len(train_sizes))
+    else:
+        layout["ranges"] = file_ranges(rows, held_out(resolved["seed"], rows), train_sizes)
+        layout["test"] = tuple(len(test) for _, _, test in layout["ranges"])
+    return layout
 
 
-def _shard_arguments(resolved: Resolved, sizes: dict) -> list[tuple]:
+def _train_calls(resolved: Resolved, layout: dict) -> tuple:
+    """The function making a training shard, and its arguments for each shard."""
+    library, dtype = resolved.backend.array_library, resolved["dtype"]
+    if layout["rows"] is not None:
+        x, y = (reader_of(resolved.inputs[name]) for name in ("input", "labels"))
+        return make_input_shard, [(x, y, a, b, test, i, dtype, library)
+                                  for i, (a, b, test) in enumerate(layout["ranges"])]
+    return make_shard, [(resolved["seed"], TRAIN, i, rows, *_common(resolved))
+                        for i, rows in enumerate(layout["train"])]
+
+
+def _test_arguments(resolved: Resolved, layout: dict) -> list[tuple]:
+    return [(resolved["seed"], TEST, i, rows, *_common(resolved))
+            for i, rows in enumerate(layout["test"])]
+
+
+def _common(resolved: Resolved) -> tuple:
     teacher = teacher_weights(resolved["seed"], resolved["features"], resolved["classes"])
-    common = (resolved["features"], resolved["classes"], resolved["dtype"],
-              resolved.backend.array_library, teacher)
-    return ([(resolved["seed"], TRAIN, i, rows, *common)
-             for i, rows in enumerate(sizes["train"])]
-            + [(resolved["seed"], TEST, i, rows, *common) for i, rows in enumerate(sizes["test"])])
+    return (resolved["features"], resolved["classes"], resolved["dtype"],
+            resolved.backend.array_library, teacher)
+
+
+def _input_context(resolved: Resolved, layout: dict) -> dict | None:
+    """Where the check reads an input: paths, kinds, rows (``None`` for generated data)."""
+    if layout["rows"] is None:
+        return None
+    x, y = resolved.inputs["input"], resolved.inputs["labels"]
+    return {"features": x.path, "features_kind": x.kind, "labels": y.path,
+            "labels_kind": y.kind, "rows": layout["rows"]}
 
 
 def _client():
@@ -225,55 +331,3 @@ def _wait_made(client, futures) -> None:
     for future in futures:
         if future.status == "error":
             future.result()
-
-
-def present(workload: Workload, raw: dict) -> dict:
-    """The run's value (its losses); accuracies and step times go to the report's data.
-
-    Accuracies count rows, and a row within rounding of a tie between two classes may go
-    either way in another correct computation (the bench's baseline): they are checked by
-    ``verify``, which allows for such rows, not compared as the value. The shards are let go:
-    trained, and ``verify`` draws its own data.
-    """
-    ctx = workload.context
-    ctx["shards"].release()
-    samples, tested = ctx["samples"], sum(ctx["test_sizes"])
-    accuracies = np.asarray(raw["right"]) / samples
-    test, best = int(raw["test_right"]) / tested, float(raw["test_best"]) / tested
-    wall = float(np.median(raw["step_s"]))
-    computing = float(np.median(raw["step_compute_s"]))
-    communicating = max(0.0, wall - computing)
-    workload.description.update({
-        "loss per step": sparkline(raw["losses"]),
-        "accuracy per step": sparkline(accuracies),
-        "step time": f"{wall:.4g} s median of {len(raw['step_s'])}: {computing:.4g} s "
-                     f"computing, {communicating:.4g} s communicating",
-        "samples/s": round(samples / wall),
-        "train_accuracy": float(accuracies[-1]),
-        "test_accuracy": test,
-        "best_accuracy": best,
-        "accuracies": accuracies,  # an array: the table shows it whole, JSON as a list
-        "step_s": wall,
-        "step_compute_s": computing,
-        "step_communication_s": communicating,
-    })
-    return _value(raw, samples, tested)
-
-
-def _value(raw: dict, samples: int, tested: int) -> dict:
-    losses = [float(v) for v in raw["losses"]]
-    return {"loss": losses[-1], "test_loss": float(raw["test_loss"]) / tested,
-            "losses": losses}
-
-
-def sparkline(values) -> str:
-    """A one-line picture of ``values``, with the first and last.
-
-    >>> sparkline([2.0, 1.0, 0.5])
-    '█▃▁ 2 to 0.5'
-    """
-    bars = "▁▂▃▄▅▆▇█"
-    low, high = min(values), max(values)
-    span = (high - low) or 1.0
-    line = "".join(bars[round((v - low) / span * (len(bars) - 1))] for v in values)
-    return f"{line} {values[0]:.4g} to {values[-1]:.4g}"

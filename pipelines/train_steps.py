@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from daskgpu import backends, data_parallel
-from pipelines.train_data import TEACHER, TEACHER_SHARPNESS
+from pipelines.train_data import BATCH, TEACHER, TEACHER_SHARPNESS, batch_rows
 
 # Rows of a shard turned into teacher logits at once (float64 temporaries of this many rows).
 LABEL_SLAB = 65_536
@@ -63,22 +63,47 @@ def make_shard(seed: int, part: int, index: int, rows: int, features: int, class
         logits -= logits.max(axis=1, keepdims=True)
         probabilities = xp.exp(logits)
         best += float((1.0 / probabilities.sum(axis=1)).sum())  # the largest is exp(0)
-    return {"x": x, "y": y, "best": best}
+    return {"x": x, "y": y, "best": best, "index": index}
 
 
-def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str) -> tuple:
+def batch_draw(seed: int, step: int, index: int, rows: int, batch: int, samples: int
+               ) -> np.ndarray:
+    """Sorted rows of shard ``index`` (of ``rows``) in step ``step``'s mini-batch.
+
+    ``batch_rows`` of them, drawn without replacement by ``Generator.choice`` of
+    ``SeedSequence(seed, spawn_key=(BATCH, step, index))``.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(BATCH, step, index)))
+    return np.sort(rng.choice(rows, size=batch_rows(batch, rows, samples), replace=False))
+
+
+def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
+               batch: tuple | None = None) -> tuple:
     """One shard's loss sum, right answers and (if asked) gradient sum at ``weights``.
+
+    With ``batch`` ``(seed, step, batch size, samples)`` only the shard's rows of that step's
+    mini-batch (:func:`batch_draw`) are read, and the gradient and loss sums are scaled by
+    the shard's rows over its batch rows, so that their total over the shards is an unbiased
+    estimate of the full sums.
 
     Returns
     -------
-    ((gradient, loss, right), seconds)
-        The summed cross-entropy gradient over the shard's rows as float64 host memory (0.0
-        when not asked), the float64 sum of the rows' losses, the count of rows whose most
-        likely class is their label, and the seconds it took (device work included).
+    ((gradient, loss, right, rows), seconds)
+        The summed cross-entropy gradient over the rows read as float64 host memory (0.0
+        when not asked), the float64 sum of their losses, the count of them whose most
+        likely class is their label, how many were read, and the seconds it took (device
+        work included).
     """
     began = time.perf_counter()
     xp = importlib.import_module(library)
     x, y = shard["x"], shard["y"]
+    scale = 1.0
+    if batch is not None:
+        seed, step, size, samples = batch
+        chosen = batch_draw(seed, step, shard["index"], y.shape[0], size, samples)
+        scale = y.shape[0] / len(chosen)
+        chosen = xp.asarray(chosen)
+        x, y = x[chosen], y[chosen]
     w = xp.asarray(weights)
     logits = x @ w[:-1] + w[-1]
     right = int((xp.argmax(logits, axis=1) == y).sum())
@@ -94,7 +119,8 @@ def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str) -
         total = np.empty(weights.shape, dtype=np.float64)
         total[:-1] = backends.to_host(x.T @ exp)
         total[-1] = backends.to_host(exp.sum(axis=0, dtype=np.float64))
-    return (total, loss, right), time.perf_counter() - began
+        total *= scale
+    return (total, loss * scale, right, int(y.shape[0])), time.perf_counter() - began
 
 
 def shard_best(shard: dict) -> float:
@@ -106,28 +132,33 @@ def shard_best(shard: dict) -> float:
 
 
 def train(client, shards, train_shards: int, samples: int, features: int, classes: int,
-          steps: int, rate: float, dtype: str, library: str) -> dict:
-    """Full-batch gradient descent from zero weights on persisted ``shards``, driven here.
+          steps: int, rate: float, dtype: str, library: str, seed: int = 0,
+          batch: int | None = None) -> dict:
+    """Gradient descent from zero weights on persisted ``shards``, driven here.
 
     ``shards[:train_shards]`` hold the training rows, the rest the held-out test rows.
-    Every step: the weights broadcast, one :func:`shard_pass` per shard, the gradients summed
-    by a tree reduction, ``w -= rate * gradient / samples`` applied here. After the last step
-    one more pass gives the final weights' loss and accuracy, and one over the test shards.
+    Every step: the weights broadcast, one :func:`shard_pass` per shard (on all its rows, or
+    on its rows of the step's mini-batch of ``batch`` rows), the gradients summed by a tree
+    reduction, ``w -= rate * gradient / samples`` applied here. After the last step one more
+    pass gives the final weights' loss and accuracy on all rows, and one over the test shards.
 
     Returns
     -------
     dict
         ``weights`` (steps + 1, features + 1, classes), the weights before each step and the
-        final ones; ``losses`` and ``right`` at each of them; ``test_loss``, ``test_right``,
+        final ones; ``losses`` and ``right`` at each of them (a mini-batch step's loss is
+        its estimate of the full loss), ``rows`` their rows; ``test_loss``, ``test_right``,
         ``test_best``; the times of each step (``step_s``, ``step_compute_s``).
     """
     training, testing = shards[:train_shards], shards[train_shards:]
     w = np.zeros((features + 1, classes), dtype=dtype)
-    trajectory, losses, right, wall, computed = [w], [], [], [], []
+    trajectory, losses, right, rows, wall, computed = [w], [], [], [], [], []
     current = data_parallel.broadcast(client, w)
-    for _ in range(steps):
-        (gradient, loss, hits), spent = data_parallel.step(
-            client, training, shard_pass, data_parallel.add_pairs, current, True, library)
+    for t in range(steps):
+        drawn = None if batch is None else (seed, t, batch, samples)
+        (gradient, loss, hits, read), spent = data_parallel.step(
+            client, training, shard_pass, data_parallel.add_pairs, current, True, library,
+            drawn)
         began = time.perf_counter()
         w = (w - rate * (gradient / samples)).astype(dtype)
         current.release()
@@ -137,15 +168,18 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
         trajectory.append(w)
         losses.append(loss / samples)
         right.append(hits)
-    (_, loss, hits), _ = data_parallel.step(client, training, shard_pass,
-                                             data_parallel.add_pairs, current, False, library)
+        rows.append(read)
+    (_, loss, hits, read), _ = data_parallel.step(
+        client, training, shard_pass, data_parallel.add_pairs, current, False, library)
     losses.append(loss / samples)
     right.append(hits)
-    (_, test_loss, test_hits), _ = data_parallel.step(
+    rows.append(read)
+    (_, test_loss, test_hits, _), _ = data_parallel.step(
         client, testing, shard_pass, data_parallel.add_pairs, current, False, library)
     best = sum(client.gather([client.submit(shard_best, s, pure=False) for s in testing]))
     current.release()
     return {"weights": np.stack(trajectory), "losses": np.array(losses),
-            "right": np.array(right, dtype=np.int64), "test_loss": float(test_loss),
+            "right": np.array(right, dtype=np.int64),
+            "rows": np.array(rows, dtype=np.int64), "test_loss": float(test_loss),
             "test_right": int(test_hits), "test_best": float(best),
             "step_s": wall, "step_compute_s": computed}

@@ -264,3 +264,85 @@ def test_gpu_branches_draw_and_check_alike(stand_in_library):
     np.testing.assert_array_equal(totals["counts"][0], counts)
     np.testing.assert_allclose(totals["sums"][0], sums, rtol=1e-12)
     assert totals["inertia"][0] == pytest.approx(inertia, rel=1e-6)
+
+
+# --------------------------------------------------------------------------- --input
+
+
+@pytest.fixture(scope="module")
+def points_files(tmp_path_factory):
+    import zarr
+
+    base = tmp_path_factory.mktemp("kmeans-input")
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3000, 3)) + 8 * rng.integers(0, 3, (3000, 1))).astype(np.float32)
+    x[1234] = np.nan  # left out of every sum, count and inertia, as the kernel documents
+    np.save(base / "x.npy", x)
+    z = zarr.create_array(str(base / "x.zarr"), shape=x.shape, dtype="float64", chunks=(800, 3))
+    z[:] = x.astype(np.float64)
+    files = {"x": x, "npy": str(base / "x.npy"), "zarr": str(base / "x.zarr")}
+    for name, array in {"flat": np.zeros(10), "cube": np.zeros((4, 3, 2)),
+                        "ints": np.zeros((10, 2), int), "text": np.array([["a", "b"]])}.items():
+        np.save(base / f"{name}.npy", array)
+        files[name] = str(base / f"{name}.npy")
+    return files
+
+
+@pytest.mark.parametrize(("kind", "init"), [("npy", "random"), ("zarr", "k-means||")])
+def test_clustering_an_input_matches_numpy_and_verifies(cpu_client, points_files, kind, init):
+    params = {"input": points_files[kind], "k": 3, "chunks": 700, "seed": 4, "init": init}
+    spec, workload, raw = compute_as_runner(cpu_client, "kmeans-pipeline", **params)
+    assert workload.context["samples"] == 3000 and workload.context["features"] == 3
+    assert workload.context["dtype"] == ("float32" if kind == "npy" else "float64")
+    x = points_files["x"].astype(workload.context["dtype"])
+    if init == "random":
+        rows = kmeans_steps.random_rows(4, 3000, 3)
+        np.testing.assert_array_equal(raw["centroids"][0], x[rows].astype(np.float64))
+    finite = x[np.isfinite(x).all(axis=1)]
+    want = numpy_lloyd(finite, raw["centroids"][0], 100, 1e-4)
+    np.testing.assert_allclose(raw["centroids"], want["centroids"], rtol=1e-9, atol=1e-9)
+    assert raw["counts"].sum() == 2999
+    check = verify_on(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+    assert "no true centres" in check.detail
+    for mutation in spec.mutations:
+        altered = mutation.alter(dict(raw))
+        assert not verify_on(cpu_client, spec, workload, altered).ok, mutation.name
+
+
+def test_the_baseline_clusters_the_same_input(cpu_client, points_files):
+    result = daskgpu.run("kmeans-pipeline", cpu_client, input=points_files["zarr"], k=3, seed=2)
+    assert result.verified, result.verification
+    assert result.params["samples"] is None and result.params["clusters"] is None
+    spec = registry.get("kmeans-pipeline")
+    _seconds, answer = spec.baseline(spec.resolve(cpu_client.backend, **result.params))
+    assert answer["iterations"] == result.value["iterations"]
+    np.testing.assert_allclose(answer["centroids"], result.value["centroids"], rtol=1e-6)
+
+
+@pytest.mark.parametrize(("given", "fragment"), [
+    ({"input": "flat"}, "a matrix of samples x features"),
+    ({"input": "cube"}, "a matrix of samples x features"),
+    ({"input": "ints"}, "float32 or float64"),
+    ({"input": "text"}, "numeric"),
+    ({"input": "/nonexistent/points.npy"}, "no such file"),
+    ({"input": "npy", "samples": 10}, "--samples: for generated points"),
+    ({"input": "npy", "clusters": 3}, "--clusters: for generated points"),
+    ({"input": "npy", "features": 3}, "--features: for generated points"),
+    ({"input": "npy", "k": 3001}, "more centroids than the 3000 points"),
+    ({"input": "npy", "dtype": "float64"}, "the input holds float32"),
+])
+def test_hostile_inputs_are_one_line_before_any_cluster(points_files, given, fragment):
+    from daskgpu.errors import DaskGPUError
+
+    params = {k: points_files.get(v, v) if k == "input" else v for k, v in given.items()}
+    with pytest.raises(DaskGPUError) as err:
+        registry.get("kmeans-pipeline").resolve(**params)
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cli_refuses_a_flat_input_in_one_line(points_files):
+    started = time.perf_counter()
+    proc = run_cli("run", "kmeans-pipeline", "--input", points_files["flat"], "--cpu",
+                   "--workers", "1", timeout=60)
+    assert_one_error_line(proc, started, "--input", "2 axes")

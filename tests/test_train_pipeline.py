@@ -20,7 +20,7 @@ from conftest import (
 import daskgpu
 from daskgpu import answers, backends, data_parallel, registry
 from daskgpu.errors import ParameterError
-from pipelines import train_check, train_data, train_pipeline, train_steps
+from pipelines import train_check, train_data, train_pipeline, train_replay, train_steps
 
 SMALL = {"samples": 3000, "features": 20, "classes": 4, "steps": 6, "learning_rate": 0.8,
          "chunks": 700, "seed": 11}
@@ -210,7 +210,7 @@ def stand_in_library(monkeypatch):
     come back through ``to_host``."""
     return numpy_as_array_library(monkeypatch, (
         "asarray", "empty", "zeros", "argmax", "log", "exp", "arange", "sqrt", "abs", "sort",
-        "take_along_axis", "bincount", "full_like", "moveaxis", "inf"))
+        "take_along_axis", "bincount", "full_like", "moveaxis", "inf", "full"))
 
 
 def test_gpu_branches_draw_train_and_check_alike(stand_in_library):
@@ -222,10 +222,11 @@ def test_gpu_branches_draw_train_and_check_alike(stand_in_library):
                                          "numpy", teacher)
     assert not np.array_equal(shard["x"], on_numpy["x"])  # another generator, seeded apart
     w = np.zeros((d + 1, k), np.float32)
-    (gradient, loss, right), _ = train_steps.shard_pass(shard, w, True, "xp_stand_in")
+    (gradient, loss, right, read), _ = train_steps.shard_pass(shard, w, True, "xp_stand_in")
+    assert read == rows
     weights = np.stack([w, (w - gradient / rows).astype(np.float32)])
-    totals = train_check.shard_totals(4, train_data.TRAIN, 1, rows, "float32", "xp_stand_in",
-                                      weights, [0])
+    spec = {"seed": 4, "part": train_data.TRAIN, "index": 1, "rows": rows, "classes": k}
+    totals = train_replay.shard_totals(spec, weights, [0], None, "float32", "xp_stand_in")
     seeds = stand_in_library.seeds
     assert len(seeds) == 2 and seeds[0] == seeds[1]  # the run and the check drew shard 1 alike
     assert totals["loss"][0] == pytest.approx(loss, rel=1e-6)
@@ -238,7 +239,7 @@ def test_the_pipeline_modules_import_no_gpu_library():
     import ast
 
     for name in ("pipelines.train_pipeline", "pipelines.train_steps", "pipelines.train_check",
-                 "daskgpu.data_parallel"):
+                 "pipelines.train_replay", "pipelines.train_input", "daskgpu.data_parallel"):
         tree = ast.parse(open(importlib.util.find_spec(name).origin).read())
         imported = {alias.name.split(".")[0] for node in ast.walk(tree)
                     if isinstance(node, (ast.Import, ast.ImportFrom))
@@ -282,3 +283,206 @@ def test_the_runner_drives_an_iterative_workload_and_times_it_as_the_compute(cpu
     result = runner.run(spec, cpu_client)
     assert result.value == 42 and result.verified
     assert result.timings["compute_s"] >= 0.3
+
+
+# ------------------------------------------------------------- --input/--labels, --batch-size
+
+
+def _teacher_data(rows: int, d: int, k: int, seed: int):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, d))
+    y = (x @ rng.standard_normal((d, k)) + rng.gumbel(size=(rows, k))).argmax(axis=1)
+    return x, y
+
+
+def _held_out(seed: int, rows: int) -> np.ndarray:
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(train_data.HELD_OUT,)))
+    return rng.choice(rows, size=train_data.input_held_out(rows), replace=False)
+
+
+def _descent(x, y, k, steps, rate, batches=None):
+    """Gradient descent in float64; ``batches[t]`` lists (rows, scale) per shard, or all rows."""
+    x1 = np.hstack([x, np.ones((len(x), 1))])
+    w, trajectory = np.zeros((x1.shape[1], k)), []
+    for t in range(steps):
+        trajectory.append(w)
+        parts = batches[t] if batches else [(np.arange(len(x)), 1.0)]
+        g = np.zeros_like(w)
+        for rows, scale in parts:
+            z = x1[rows] @ w
+            p = np.exp(z - z.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            p[np.arange(len(rows)), y[rows]] -= 1
+            g += scale * x1[rows].T @ p
+        w = w - rate * g / len(x)
+    return np.stack([*trajectory, w])
+
+
+@pytest.fixture(scope="module")
+def input_files(tmp_path_factory):
+    import zarr
+
+    base = tmp_path_factory.mktemp("train-input")
+    x, y = _teacher_data(2500, 12, 3, 1)
+    np.save(base / "x.npy", x)
+    np.save(base / "y.npy", y.astype(np.int16))
+    z = zarr.create_array(str(base / "x.zarr"), shape=x.shape, dtype="float32",
+                          chunks=(700, 12))
+    z[:] = x.astype(np.float32)
+    return {"x": x, "y": y, "npy": str(base / "x.npy"), "zarr": str(base / "x.zarr"),
+            "labels": str(base / "y.npy"), "base": base}
+
+
+@pytest.mark.parametrize(("features", "batch"), [("npy", None), ("zarr", 400)])
+def test_training_on_an_input_matches_numpy_and_verifies(cpu_client, input_files, features,
+                                                         batch):
+    params = {"input": input_files[features], "labels": input_files["labels"], "classes": 3,
+              "steps": 4, "learning_rate": 0.7, "chunks": 600, "seed": 9, "batch_size": batch}
+    spec, workload, raw = compute_as_runner(cpu_client, "train-pipeline", **params)
+    ctx = workload.context
+    test = _held_out(9, 2500)
+    keep = np.setdiff1d(np.arange(2500), test)
+    x = input_files["x"].astype(np.float32 if features == "zarr" else np.float64)[keep]
+    y = input_files["y"][keep]
+    assert ctx["samples"] == len(keep) == 2250 and sum(ctx["test_sizes"]) == 250
+    assert ctx["dtype"] == ("float32" if features == "zarr" else "float64")
+    batches = None
+    if batch is not None:  # each shard's rows of each step, drawn as documented
+        starts = np.cumsum((0, *ctx["train_sizes"]))
+        batches = []
+        for t in range(4):
+            step = []
+            for s, n in enumerate(ctx["train_sizes"]):
+                rng = np.random.default_rng(np.random.SeedSequence(
+                    9, spawn_key=(train_data.BATCH, t, s)))
+                b = max(1, min(n, int(np.floor(batch * n / 2250 + 0.5))))
+                step.append((starts[s] + np.sort(rng.choice(n, b, replace=False)), n / b))
+            batches.append(step)
+        assert raw["rows"].tolist() == [sum(len(r) for r, _ in batches[0])] * 4 + [2250]
+    expected = _descent(x.astype(np.float64), y, 3, 4, 0.7, batches)
+    np.testing.assert_allclose(raw["weights"], expected, rtol=1e-4, atol=1e-5)
+    check = verify_on(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+    assert "no teacher" in check.detail
+    assert ("mini-batches" in check.detail) == (batch is not None)
+    # the same replay fails when it reads other batches or another split
+    workload.context["seed"] = 10
+    try:
+        assert not verify_on(cpu_client, spec, workload, raw).ok
+    finally:
+        workload.context["seed"] = 9
+
+
+def test_mini_batches_on_teacher_data_verify_and_mutations_fail(cpu_client):
+    params = {**SMALL, "batch_size": 300, "steps": 5}
+    spec, workload, raw = compute_as_runner(cpu_client, "train-pipeline", **params)
+    full = compute_as_runner(cpu_client, "train-pipeline", **SMALL)[2]
+    assert not np.allclose(raw["weights"][2], full["weights"][2])  # other rows, other steps
+    assert raw["rows"][0] == 300 and raw["rows"][-1] == SMALL["samples"]
+    check = verify_on(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+    assert "mini-batches of 300 rows" in check.detail and "may rise" in check.detail
+    for mutation in spec.mutations:
+        assert not verify_on(cpu_client, spec, workload, mutation.alter(dict(raw))).ok, mutation
+    miscounted = {**raw, "rows": raw["rows"] + np.r_[1, np.zeros(5, int)]}
+    assert "rows read at step 0" in verify_on(cpu_client, spec, workload, miscounted).detail
+    workload.context["batch"] = 400  # the check draws the batches again: a wrong size fails
+    try:
+        assert not verify_on(cpu_client, spec, workload, raw).ok
+    finally:
+        workload.context["batch"] = 300
+
+
+def test_the_baseline_trains_on_the_same_batches_and_input(cpu_client, input_files):
+    result = daskgpu.run("train-pipeline", cpu_client, input=input_files["npy"],
+                         labels=input_files["labels"], classes=3, steps=3, batch_size=500,
+                         seed=5)
+    assert result.verified, result.verification
+    assert result.params["samples"] is None and result.params["dtype"] == "float64"
+    spec = registry.get("train-pipeline")
+    _seconds, answer = spec.baseline(spec.resolve(cpu_client.backend, **result.params))
+    assert answers.difference(result.value, answer) is None
+    assert "best_accuracy" not in result.data and result.data["samples/s"] > 0
+
+
+def test_training_rows_of_an_input_shard_are_the_rows_not_held_out():
+    from pipelines import train_input
+
+    test = np.sort(_held_out(2, 1000))
+    ranges = train_input.file_ranges(1000, test, (300, 300, 300))
+    kept = np.setdiff1d(np.arange(1000), test)
+    assert ranges[0][0] == 0 and ranges[-1][1] == 1000
+    assert sum(len(t) for *_, t in ranges) == 100
+    for s, (a, b, held) in enumerate(ranges):
+        mine = np.setdiff1d(np.arange(a, b), a + held)
+        np.testing.assert_array_equal(mine, kept[300 * s:300 * (s + 1)])
+        np.testing.assert_array_equal(
+            train_replay._training_rows(300 * s, 300, test), mine)
+
+
+@pytest.fixture(scope="module")
+def hostile_train_files(input_files):
+    base, files = input_files["base"], {}
+    for name, array in {
+        "short": np.arange(10), "negative": np.r_[-1, np.zeros(2499, int)],
+        "floats": np.zeros(2500), "wide": np.zeros((2500, 2), int),
+        "cube": np.zeros((10, 3, 2)), "ints": np.zeros((2500, 3), int),
+        "one-row": np.zeros((1, 3)), "one-label": np.zeros(1, int),
+        "flat": np.zeros(2500), "complex": np.zeros((5, 2), complex),
+    }.items():
+        np.save(base / f"{name}.npy", array)
+        files[name] = str(base / f"{name}.npy")
+    return {**input_files, **files}
+
+
+@pytest.mark.parametrize(("given", "fragment"), [
+    ({"input": "npy", "labels": "short"}, "10 labels for the 2500 rows"),
+    ({"input": "npy", "labels": "labels", "classes": 2}, "labels from 0 to 2"),
+    ({"input": "npy", "labels": "negative"}, "labels from -1"),
+    ({"input": "npy", "labels": "floats"}, "integer class labels"),
+    ({"input": "npy", "labels": "wide"}, "one label per row"),
+    ({"input": "cube", "labels": "labels"}, "a matrix of samples x features"),
+    ({"input": "flat", "labels": "labels"}, "a matrix of samples x features"),
+    ({"input": "ints", "labels": "labels"}, "float32 or float64"),
+    ({"input": "complex", "labels": "labels"}, "complex128"),
+    ({"input": "one-row", "labels": "one-label"}, "at least 2"),
+    ({"labels": "labels"}, "--labels without --input"),
+    ({"input": "npy"}, "--input without --labels"),
+    ({"input": "npy", "labels": "labels", "samples": 100}, "--samples: for generated data"),
+    ({"input": "npy", "labels": "labels", "dtype": "float64"}, None),  # the input's own: fine
+    ({"input": "zarr", "labels": "labels", "dtype": "float64"}, "the input holds float32"),
+    ({"input": "npy", "labels": "labels", "batch_size": 2251}, "over the 2250 training rows"),
+    ({"batch_size": 3001, "samples": 3000}, "--batch-size 3001"),
+])
+def test_hostile_inputs_are_one_line_before_any_cluster(hostile_train_files, given, fragment):
+    from daskgpu.errors import DaskGPUError
+
+    params = {k: hostile_train_files.get(v, v) if k in ("input", "labels") else v
+              for k, v in given.items()}
+    spec = registry.get("train-pipeline")
+    if fragment is None:
+        assert spec.resolve(**params)["dtype"] == "float64"
+        return
+    with pytest.raises(DaskGPUError) as err:
+        spec.resolve(**params)
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cli_refuses_labels_out_of_range_in_one_line(input_files, tmp_path):
+    started = time.perf_counter()
+    proc = run_cli("run", "train-pipeline", "--input", input_files["npy"], "--labels",
+                   input_files["labels"], "--classes", "2", "--cpu", "--workers", "1",
+                   timeout=60)
+    assert_one_error_line(proc, started, "--labels", "--classes 3")
+
+
+def test_a_rising_loss_on_an_input_fails_where_the_rate_is_safe():
+    ctx = {"input": {"rows": 10}, "batch": None, "samples": 100, "learning_rate": 1.0}
+    totals = {"gram": 100 * np.eye(3), "loss_tol": np.zeros(3)}
+    assert train_check.input_safe_rate(totals["gram"], 100) == pytest.approx(4.0)
+    raw = {"losses": np.array([1.0, 0.9, 0.95])}
+    assert "loss rose" in train_check._check_descent(ctx, raw, totals, [])
+    assert train_check._check_descent({**ctx, "learning_rate": 5.0}, raw, totals, []) is None
+    assert train_check._check_descent({**ctx, "batch": 10}, raw, totals, []) is None
+    trace = {"gram": np.array([300.0]), "loss_tol": np.zeros(3)}  # the trace: a safe bound
+    assert train_check.input_safe_rate(trace["gram"], 100) == pytest.approx(4 / 3)

@@ -13,10 +13,11 @@ The CUDA kernel holds the centroids in shared memory; every block accumulates it
 counts and inertia in shared memory (shared-memory atomics, contended only within the block),
 then adds them to the global result with one atomic each. Where ``k x d`` is over
 ``SHARED_CELLS`` a second kernel reads the centroids from global memory and adds to the global
-result directly. The CPU twin (``numba.njit(parallel=True)``) splits the points into
-contiguous slices, one private table each, summed at the end in slice order: no races. It may
-add a distance's ``d`` terms in another order than the kernel (vectorised); either way the
-rounding is that of a ``d``-term sum, which a caller comparing assignments allows for.
+result directly; both find a point's nearest centroid with one device function. The CPU twin
+(``numba.njit(parallel=True)``) splits the points into contiguous slices, one private table
+each, summed at the end in slice order: no races. It may add a distance's ``d`` terms in
+another order than the kernel (vectorised); either way the rounding is that of a ``d``-term
+sum, which a caller comparing assignments allows for.
 """
 
 from __future__ import annotations
@@ -88,19 +89,39 @@ def _pass_cpu(x, c, nchunks):  # pragma: no cover - compiled
 
 
 def _make_kernels(dtype):
-    """The two CUDA kernels for points of ``dtype`` (distances computed in that dtype)."""
+    """The two CUDA kernels for points of ``dtype`` (distances computed in that dtype).
+
+    Both take the centroids flat (``k * d``, row after row): the first copies them into
+    shared memory, the second reads them where they are; both find each point's nearest
+    with the one device function :func:`nearest`.
+    """
     inf = dtype(np.inf)
+
+    @cuda.jit(device=True)
+    def nearest(x, i, c, k, d):  # pragma: no cover - compiled
+        """Point ``i``'s nearest of the ``k`` flat centroids ``c``: (index or -1, distance)."""
+        best = -1
+        low = inf
+        for j in range(k):
+            dist = dtype(0)
+            for f in range(d):
+                diff = x[i, f] - c[j * d + f]
+                dist += diff * diff
+            if dist < low:
+                low = dist
+                best = j
+        return best, low
 
     @cuda.jit
     def shared(x, centroids, sums, counts, inertia):  # pragma: no cover - compiled
-        k, d = centroids.shape
+        k, d = counts.shape[0], x.shape[1]
         s_c = cuda.shared.array(SHARED_CELLS, dtype)
         s_sums = cuda.shared.array(SHARED_CELLS, np.float64)
         s_counts = cuda.shared.array(SHARED_CELLS, np.uint32)  # k <= k x d
         s_inertia = cuda.shared.array(1, np.float64)
         tid = cuda.threadIdx.x
         for e in range(tid, k * d, cuda.blockDim.x):
-            s_c[e] = centroids[e // d, e % d]
+            s_c[e] = centroids[e]
             s_sums[e] = 0.0
         for j in range(tid, k, cuda.blockDim.x):
             s_counts[j] = 0
@@ -108,16 +129,7 @@ def _make_kernels(dtype):
             s_inertia[0] = 0.0
         cuda.syncthreads()
         for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-            best = -1
-            low = inf
-            for j in range(k):
-                dist = dtype(0)
-                for f in range(d):
-                    diff = x[i, f] - s_c[j * d + f]
-                    dist += diff * diff
-                if dist < low:
-                    low = dist
-                    best = j
+            best, low = nearest(x, i, s_c, k, d)
             if best >= 0 and low < inf:
                 cuda.atomic.add(s_counts, best, 1)
                 cuda.atomic.add(s_inertia, 0, np.float64(low))
@@ -135,18 +147,9 @@ def _make_kernels(dtype):
 
     @cuda.jit
     def wide(x, centroids, sums, counts, inertia):  # pragma: no cover - compiled
-        k, d = centroids.shape
+        k, d = counts.shape[0], x.shape[1]
         for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-            best = -1
-            low = inf
-            for j in range(k):
-                dist = dtype(0)
-                for f in range(d):
-                    diff = x[i, f] - centroids[j, f]
-                    dist += diff * diff
-                if dist < low:
-                    low = dist
-                    best = j
+            best, low = nearest(x, i, centroids, k, d)
             if best >= 0 and low < inf:
                 cuda.atomic.add(counts, best, 1)
                 cuda.atomic.add(inertia, 0, np.float64(low))
@@ -196,7 +199,7 @@ def _device(x, centroids, n: int, d: int, k: int):
     if n:
         shared, wide = _kernels(x.dtype)
         kernel = shared if k * d <= SHARED_CELLS else wide
-        c = _on_device(x, np.ascontiguousarray(centroids, dtype=x.dtype))
+        c = _on_device(x, np.ascontiguousarray(centroids, dtype=x.dtype).reshape(-1))
         blocks, threads = launch.grid_1d(n)
         blocks = max(blocks, math.ceil(n / _MAX_PER_BLOCK))
         kernel[blocks, threads, stream](
