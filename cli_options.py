@@ -54,6 +54,10 @@ def pipeline_options(spec: registry.Pipeline) -> list[click.Option]:
     """One option per declared parameter of ``spec``, plus ``--overwrite`` if it writes files."""
     options = []
     for p in spec.params:
+        if p.nargs == 0:  # a switch: present or not
+            options.append(click.Option([p.option, p.name], is_flag=True, default=None,
+                                        help=_with_default(p)))
+            continue
         single = p.nargs == 1
         options.append(
             click.Option(

@@ -151,8 +151,33 @@ def step(client, shards: Sequence, task: Callable, combine: Callable, *args: Any
     began = time.perf_counter()
     parts = [client.submit(task, shard, *args, pure=False) for shard in shards]
     total = tree_reduce(client, parts, combine)
-    partial, seconds = total.result()
+    (partial, seconds), = fetch(client, [total])
     return partial, StepTime(time.perf_counter() - began, float(seconds))
+
+
+def wait_kept(client, futures: list) -> None:
+    """Wait until ``futures``, data kept on the workers, are done; a failed one raises here.
+
+    Through the run's own waiting where the runner gave ``client``
+    (:class:`daskgpu.faults.WatchedClient`: workers gone or paused for good end the run in one
+    line, not a wait without end), else distributed's ``wait``.
+    """
+    if hasattr(client, "wait"):
+        client.wait(futures)
+        return
+    from distributed import wait
+
+    wait(futures)
+    for future in futures:
+        if future.status != "finished":
+            future.result()  # the worker's exception
+
+
+def fetch(client, futures: list) -> list:
+    """The results of ``futures``, waited for as :func:`wait_kept` waits."""
+    if hasattr(client, "results"):
+        return client.results(futures)
+    return [future.result() for future in futures]
 
 
 def add_pairs(a: tuple, b: tuple) -> tuple:

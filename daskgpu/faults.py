@@ -142,6 +142,28 @@ def results(client, futures: list, devices=()) -> list:
     TaskFailed
         A task raised an exception (:class:`GPUError` for a CUDA error), its cause.
     """
+    _wait_until_done(client, futures)
+    try:
+        return [f.result() for f in futures]
+    except Exception as exc:
+        _raise_failure(client, futures, devices, exc)
+
+
+def wait(client, futures: list, devices=()) -> None:
+    """Wait for ``futures`` as :func:`results` does, and fail as it does, fetching nothing.
+
+    For data kept on the workers (``client.persist``) between the stages of a run.
+    """
+    _wait_until_done(client, futures)
+    for future in futures:
+        if future.status != "finished":
+            try:
+                future.result()  # its exception (small), or the cancellation
+            except Exception as exc:
+                _raise_failure(client, futures, devices, exc)
+
+
+def _wait_until_done(client, futures: list) -> None:
     lost, paused = _Watch("no-workers-timeout"), _Watch("paused-timeout")
     # Waiting on an event the futures set, not blocking in result(): the wait ends the moment
     # the last result is in (a run's timing must not include a polling delay), Ctrl-C can cut
@@ -155,19 +177,19 @@ def results(client, futures: list, devices=()) -> list:
             raise _lost_all(lost.text)
         if paused.persists(bool(statuses) and all(s == "paused" for s in statuses)):
             raise _all_paused(paused.text)
-    try:
-        return [f.result() for f in futures]
-    except Exception as exc:
-        failed = _as_run_failed(exc)
-        if failed is not None:
-            raise failed from None
-        erred = next((f for f in futures if f.status == "error"), None)
-        if erred is None:
-            raise
-        failed = task_failure(client, exc, devices, key=erred.key, from_task=True)
-        if failed is None:
-            raise
-        raise failed from exc
+
+
+def _raise_failure(client, futures: list, devices, exc: Exception):
+    """Raise ``exc``, a future's, in one line where it can be said in one."""
+    failed = _as_run_failed(exc)
+    if failed is not None:
+        raise failed from None
+    erred = next((f for f in futures if f.status == "error"), None)
+    failed = None if erred is None else task_failure(client, exc, devices, key=erred.key,
+                                                      from_task=True)
+    if failed is None:
+        raise exc
+    raise failed from exc
 
 
 class WatchedClient:
@@ -184,6 +206,24 @@ class WatchedClient:
 
     def __getattr__(self, name: str):
         return getattr(self._client, name)
+
+    def drive(self, workload):
+        """``workload.drive(workload, self)``; workers that died under it end it in one line."""
+        try:
+            return workload.drive(workload, self)
+        except Exception as exc:
+            failed = _as_run_failed(exc)
+            if failed is None:
+                raise
+            raise failed from None
+
+    def results(self, futures: list) -> list:
+        """:func:`results` of ``futures``: a pipeline's ``drive`` fetches through this."""
+        return results(self._client, futures, self._devices)
+
+    def wait(self, futures: list) -> None:
+        """:func:`wait` for ``futures``: a pipeline's ``drive`` waits on kept data through this."""
+        wait(self._client, futures, self._devices)
 
     def __call__(self, dsk, keys, **kwargs):
         """Dask's scheduler ``get``: compute ``keys`` of ``dsk`` on the cluster."""

@@ -31,7 +31,8 @@ class Param:
     choices : tuple of str
         The allowed values, for choice parameters.
     nargs : int
-        How many command-line words the option takes (``--range LO HI``: 2).
+        How many command-line words the option takes (``--range LO HI``: 2; a switch such as
+        ``--inverse``, parsed by :func:`switch`: 0).
     """
 
     name: str
@@ -148,6 +149,22 @@ def chunks(value: Any) -> str | tuple[int, ...]:
     if not sizes:
         raise ValueError("use 'auto', a positive block size (1000) or one per axis (1000,5000)")
     return sizes
+
+
+def switch(value: Any) -> bool:
+    """An on/off parameter: True or False, or a truth word (``yes``, ``off``, ``1``, ...).
+
+    >>> switch(True), switch("no"), switch("ON")
+    (True, False, True)
+    """
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("give true or false")
 
 
 def choice(options: Sequence[str]) -> Callable[[Any], str]:

@@ -184,7 +184,7 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
                 temporary = stack.enter_context(output.atomic(report))
                 stack.enter_context(performance_report(filename=temporary, mode="inline"))
             if workload.drive is not None:
-                raw = workload.drive(workload, client)
+                raw = watched.drive(workload)
             else:
                 raw = _compute(client, workload.collection, backend, bar)
         t2 = time.perf_counter()

@@ -45,6 +45,9 @@ class Workload:
         (many small graphs on data the build persisted, e.g. training steps). The runner calls
         it instead of computing ``collection`` and times it as the compute; ``collection``
         stays the same computation as one graph, for whoever computes the workload directly.
+        The runner's ``client`` is a :class:`daskgpu.faults.WatchedClient`: waiting through
+        its ``wait(futures)`` and ``results(futures)``, a run whose workers are gone ends in
+        one line instead of a wait without end.
     """
 
     collection: Any

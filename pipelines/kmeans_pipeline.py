@@ -193,7 +193,7 @@ def prepare(resolved: Resolved) -> Workload:
     client = _client()
     sizes = _sizes(resolved)
     futures = data_parallel.place(client, *_shard_calls(resolved, sizes))
-    _wait_made(futures)
+    data_parallel.wait_kept(client, futures)
     shards = data_parallel.ShardKeys.holding(futures)
     (samples, features), k = shape_of(resolved.values, resolved.inputs), resolved["k"]
     source = resolved.inputs.get("input")
@@ -270,16 +270,6 @@ def _client():
     except ValueError:
         raise DaskGPUError("kmeans-pipeline keeps its data on a cluster's workers: start one "
                            "first (daskgpu.cluster())") from None
-
-
-def _wait_made(futures) -> None:
-    """Wait until every shard is drawn; a shard that failed raises its worker's error."""
-    from distributed import wait
-
-    wait(futures)
-    for future in futures:
-        if future.status == "error":
-            future.result()
 
 
 def present(workload: Workload, raw: dict) -> dict:

@@ -210,7 +210,7 @@ def prepare(resolved: Resolved) -> Workload:
     else:  # read: each shard keeps its range's held-out rows apart
         futures = data_parallel.place(client, make, arguments)
         futures += [client.submit(held_out_part, f, pure=False) for f in futures]
-    _wait_made(client, futures)
+    data_parallel.wait_kept(client, futures)
     shards = data_parallel.ShardKeys.holding(futures)
     samples, features, steps = layout["samples"], layout["features"], resolved["steps"]
     batch = resolved["batch_size"]
@@ -321,13 +321,3 @@ def _client():
     except ValueError:
         raise DaskGPUError("train-pipeline keeps its data on a cluster's workers: start one "
                            "first (daskgpu.cluster())") from None
-
-
-def _wait_made(client, futures) -> None:
-    """Wait until every shard is drawn; a shard that failed raises its worker's error."""
-    from distributed import wait
-
-    wait(futures)
-    for future in futures:
-        if future.status == "error":
-            future.result()

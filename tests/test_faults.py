@@ -449,3 +449,35 @@ def test_a_pipelines_own_computes_end_in_one_line_when_the_workers_are_gone():
             with pytest.raises(RunFailed, match="all workers were lost"):
                 dask.delayed(sum)([4, 5]).compute()
         assert time.monotonic() - began < 20
+
+
+def _fails_on_the_worker(x):
+    raise ValueError(f"no good: {x}")
+
+
+def test_data_kept_between_stages_is_waited_for_like_a_result(cpu_client):
+    # A pipeline that drives its run in stages waits on kept data through the run's client.
+    from daskgpu import data_parallel
+    from daskgpu.errors import TaskFailed
+
+    watched = faults.WatchedClient(cpu_client.client)
+    good = [cpu_client.client.submit(abs, -i, pure=False) for i in range(3)]
+    data_parallel.wait_kept(watched, good)
+    assert data_parallel.fetch(watched, good) == [0, 1, 2]
+    bad = [*good, cpu_client.client.submit(_fails_on_the_worker, 7, pure=False)]
+    with pytest.raises(TaskFailed, match="no good: 7") as caught:
+        data_parallel.wait_kept(watched, bad)
+    assert "\n" not in str(caught.value)
+
+
+def test_workers_dying_under_a_driven_run_end_it_in_one_line(cpu_client):
+    from types import SimpleNamespace
+
+    from distributed.scheduler import KilledWorker
+
+    def drive(workload, client):
+        assert isinstance(client, faults.WatchedClient)
+        raise KilledWorker(("step-4c8d9a1b2e3f4a5b", 0), SimpleNamespace(address="w"), 3)
+
+    with pytest.raises(RunFailed, match="4 workers died while running task 'step'"):
+        faults.WatchedClient(cpu_client.client).drive(SimpleNamespace(drive=drive))
