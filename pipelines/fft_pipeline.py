@@ -1,0 +1,223 @@
+"""fft-pipeline: the 2-D FFT of an n x n array held in blocks, which ``dask.array.fft`` cannot do.
+
+``dask.array.fft.fft2`` needs each transformed axis in one chunk. Here the array is held in
+slabs: row blocks of whole rows, transformed along axis 1 (``numpy.fft`` or ``cupy.fft`` per
+block, see :mod:`pipelines.fft_blocks`); an all-to-all rechunk to column blocks of whole
+columns (the transpose: every block sends a piece to every other); then the transform along
+axis 0. ``--inverse`` gives ``ifft2``, ``--real`` ``rfft2`` (the half spectrum, n x (n/2 + 1)).
+
+The input is drawn on the workers from the seed (planted sinusoids plus noise, see
+:mod:`pipelines.fft_data`) or read from a ``.npy``/Zarr array. The spectrum is never gathered:
+each of its blocks is reduced where it is made to its columns' sums of squares, its largest
+cells and its values at sampled cells, which :mod:`pipelines.fft_check` verifies against the
+input (Parseval, DFT sums, the planted peaks). ``--output`` writes the spectrum, atomically.
+
+A run computes in stages, each kept on the workers before the next (see
+:func:`pipelines.fft_stages.drive`; the slabs: :mod:`pipelines.fft_layout`),
+so that its time splits into the input, the row transforms, the transpose, the column
+transforms and the reductions; the transpose's bytes and bandwidth are reported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import dask
+import numpy as np
+
+from daskgpu import array_input
+from daskgpu import output as output_files
+from daskgpu.backends import to_host
+from daskgpu.errors import InputFileError, ParameterError
+from daskgpu.params import (
+    Param,
+    choice,
+    chunks,
+    non_negative_int,
+    optional_path,
+    output_path,
+    positive_int,
+    switch,
+)
+from daskgpu.registry import Resolved, Workload, pipeline
+from daskgpu.timing import timed
+from pipelines import fft_data, fft_layout, fft_stages
+from pipelines.fft_check import MUTATIONS, verify
+
+DTYPES = ("complex128", "complex64")
+INPUT_DTYPES = ("float32", "float64")
+
+
+def side(value) -> int:
+    """A positive size n of an n x n array, its bytes within reach (``n * n`` elements)."""
+    n = positive_int(value)
+    if n * n * 16 > fft_layout.MAX_BYTES:
+        raise ValueError(f"an array of {n} x {n} is over {fft_layout.MAX_BYTES / 2**50:g} PiB; "
+                         "give a smaller size")
+    return n
+
+
+PARAMS = (
+    Param("size", side, None, "Side n of the n x n array [default: 4096 on CPU; on GPUs a "
+          "share of their memory].", "N"),
+    Param("chunks", chunks, "auto", "Slab width: rows per row block, columns per column block "
+          "(auto: sized for the device).", "auto|N"),
+    Param("dtype", choice(DTYPES), None, "Complex type of the transform [default: complex128, "
+          "or the input's precision].", "complex128|complex64", DTYPES),
+    Param("inverse", switch, None, "Inverse transform (numpy.fft.ifft2).", "", nargs=0),
+    Param("real", switch, None, "Transform of real data (numpy.fft.rfft2: n x (n/2+1) "
+          "half spectrum).", "", nargs=0),
+    Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
+    Param("input", optional_path, None, "Read a square float32/float64 array from this .npy "
+          "file or Zarr array.", "PATH"),
+    Param("output", output_path((".npy", ".zarr")), None, "Write the spectrum to this .npy "
+          "file or Zarr directory.", "PATH"),
+)
+
+
+# --------------------------------------------------------------------------- settle
+
+
+def settle(backend, values: dict) -> tuple[dict, dict]:
+    """Open and check the input, or size the generated array; refuse layouts no cluster runs.
+
+    Raises
+    ------
+    ParameterError
+        Contradicting options, or a layout with too many or too large blocks.
+    InputFileError
+        A missing, non-numeric, complex, non-square or not 2-D input.
+    """
+    values = dict(values)
+    values["inverse"], values["real"] = bool(values["inverse"]), bool(values["real"])
+    if values["real"] and values["inverse"]:
+        raise ParameterError("--inverse with --real: the inverse of rfft2 (irfft2) is not "
+                             "offered; give one of them")
+    inputs: dict = {}
+    if values["input"] is not None:
+        if values["size"] is not None:
+            raise ParameterError("--size with --input: the input's shape is the size; drop "
+                                 "--size")
+        source = array_input.open_array(values["input"], "--input", INPUT_DTYPES)
+        if len(source.shape) != 2 or source.shape[0] != source.shape[1]:
+            shown = " x ".join(map(str, source.shape))
+            raise InputFileError(f"--input {source.path}: holds an array of shape {shown}; a "
+                                 "square n x n array (2 axes) is needed")
+        inputs["input"] = source
+        n = source.shape[0]
+        if values["dtype"] is None:
+            values["dtype"] = fft_data.COMPLEX_OF[source.dtype.name]
+    else:
+        if values["dtype"] is None:
+            values["dtype"] = "complex128"
+        if values["size"] is None:
+            values["size"] = fft_layout.default_size(backend, itemsize(values))
+        n = values["size"]
+    option = "--input" if inputs else "--size"
+    fft_layout.check_layout(values["chunks"], n, itemsize(values), backend, option)
+    return values, inputs
+
+
+def itemsize(values: dict) -> int:
+    """Bytes of one element of the transform's type."""
+    return np.dtype(values["dtype"]).itemsize
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+def present(workload: Workload, raw: dict) -> dict:
+    """The reported value: the spectrum's sum of squares and its largest cell."""
+    result = raw["result"]
+    return answer(result["sum_of_squares"], result["peak_rows"], result["peak_cols"],
+                  result["peak_values"])
+
+
+def answer(squares: float, rows, cols, values) -> dict:
+    """``sum_of_squares``, ``max_magnitude`` and ``max_at`` from candidate cells.
+
+    The largest magnitude wins; among equal ones, the first in row-major order.
+    """
+    magnitudes = np.abs(np.asarray(values))
+    order = np.lexsort((np.asarray(cols), np.asarray(rows), -magnitudes))
+    best = int(order[0])
+    return {"sum_of_squares": float(squares), "max_magnitude": float(magnitudes[best]),
+            "max_at": [int(rows[best]), int(cols[best])]}
+
+
+def baseline(resolved: Resolved) -> tuple[float, dict]:
+    """Seconds of one ``numpy.fft.fft2`` (``ifft2``, ``rfft2``; ``cupy.fft`` on a GPU worker).
+
+    The input is made whole first, untimed: drawn block by block as the run draws it, or read.
+    """
+    backend, sizes = resolved.backend, fft_layout.layout(resolved)
+    xp = importlib.import_module(backend.array_library)
+    with dask.config.set(scheduler="sync"):
+        whole = xp.asarray(fft_stages.input_array(resolved, sizes).compute())
+    transform = xp.fft.rfft2 if sizes["real"] else xp.fft.ifft2 if resolved["inverse"] \
+        else xp.fft.fft2
+    seconds, spectrum = timed(backend, lambda: transform(whole))
+    power = xp.abs(spectrum.astype(np.complex128, copy=False)) ** 2
+    flat = int(to_host(xp.argmax(power)))
+    m = spectrum.shape[1]
+    return seconds, {"sum_of_squares": float(to_host(power.sum())),
+                     "max_magnitude": math.sqrt(float(to_host(power.ravel()[flat]))),
+                     "max_at": [flat // m, flat % m]}
+
+
+@pipeline(
+    "fft-pipeline",
+    "2-D FFT of an n x n array in blocks (row transforms, an all-to-all transpose, column "
+    "transforms), verified by Parseval, DFT sums and planted peaks",
+    PARAMS,
+    verify,
+    settle=settle,
+    baseline=baseline,
+    mutations=MUTATIONS,
+)
+def prepare(resolved: Resolved) -> Workload:
+    """Build the lazy transform, reduced block by block to its summaries (and written)."""
+    sizes = fft_layout.layout(resolved)
+    n, m, dtype = sizes["n"], sizes["m"], sizes["dtype"]
+    check_seed = fft_data.check_seed(resolved["seed"], n)
+    cells = fft_data.sampled_cells(n, sizes["col_chunks"][1], check_seed)
+    x = fft_stages.input_array(resolved, sizes)
+    y = fft_stages.rows_transformed(x, resolved, sizes)
+    z = fft_stages.transposed(y, sizes, resolved.backend.array_library)
+    spectrum_t = fft_stages.columns_transformed(z, resolved, sizes)
+    parts = fft_stages.reduced(spectrum_t, resolved, cells)
+    outputs = []
+    if resolved["output"] is not None:
+        write, temporary = output_files.store_array(spectrum_t.T, resolved["output"])
+        parts["written"] = write
+        outputs.append((temporary, resolved["output"]))
+    source = resolved.inputs.get("input")
+    described = ({"source": source.path, "format": source.kind} if source is not None else
+                 {"source": f"{len(fft_data.signal(resolved['seed'], n, sizes['real'])['u'])} "
+                  "planted sinusoids + noise", "seed": resolved["seed"]})
+    transform = "rfft2" if sizes["real"] else "ifft2" if resolved["inverse"] else "fft2"
+    return Workload(
+        collection=parts,
+        drive=fft_stages.drive,
+        bytes_are="read" if source is not None else "generated",
+        elements=n * n,
+        nbytes=n * n * x.dtype.itemsize,
+        description={
+            **described,
+            "transform": transform,
+            "shape": [n, n],
+            "spectrum": f"{n} x {m}",
+            "chunks": [sizes["row_chunks"][0][0], sizes["col_chunks"][1][0]],
+            "slabs": len(sizes["row_chunks"][0]),
+            "dtype": dtype.name,
+            "flop": fft_layout.flop(n, sizes["real"]),
+        },
+        context={"n": n, "m": m, "real": sizes["real"], "inverse": resolved["inverse"],
+                 "dtype": dtype.name, "seed": resolved["seed"], "check_seed": check_seed,
+                 "row_chunks": sizes["row_chunks"][0], "col_chunks": sizes["col_chunks"][1],
+                 "source": source, "library": resolved.backend.array_library,
+                 "stages": (resolved, sizes, cells)},
+        outputs=outputs,
+        present=present,
+    )

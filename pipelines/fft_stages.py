@@ -1,0 +1,151 @@
+"""fft-pipeline's graph, stage by stage, and the staged run that times each stage.
+
+The input (drawn or read) in row slabs; the row transforms, written transposed; the
+all-to-all rechunk to column slabs; the column transforms; each slab of the spectrum reduced
+to its summaries (:mod:`pipelines.fft_blocks` holds the tasks). Computed as one graph, or by
+:func:`drive` one stage after another, each kept on the workers, so that a run's time splits
+into the stages.
+"""
+
+from __future__ import annotations
+
+import time
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+
+from daskgpu import array_input, data_parallel
+from daskgpu import output as output_files
+from daskgpu.registry import Resolved, Workload
+from pipelines import fft_blocks, fft_data
+from pipelines.fft_layout import transpose_bytes
+
+
+def input_array(resolved: Resolved, sizes: dict) -> da.Array:
+    """The input, lazily, in row blocks: drawn on the workers or read."""
+    backend, real = resolved.backend, sizes["real"]
+    value_type = fft_data.REAL_OF[sizes["dtype"].name] if real else sizes["dtype"].name
+    source = resolved.inputs.get("input")
+    if source is not None:
+        x = array_input.to_dask(source, sizes["row_chunks"], backend)
+        return x.astype(value_type)
+    return da.map_blocks(
+        fft_blocks.generated, chunks=sizes["row_chunks"], dtype=value_type,
+        meta=np.empty((0, 0), dtype=value_type),  # NumPy meta: see daskgpu.synthetic
+        n=sizes["n"], seed=resolved["seed"], value_type=value_type, real=real,
+        library=backend.array_library)
+
+
+def rows_transformed(x: da.Array, resolved: Resolved, sizes: dict) -> da.Array:
+    """Stage 1: every row block transformed along its rows."""
+    dtype = sizes["dtype"]
+    return x.map_blocks(fft_blocks.along_rows, chunks=(sizes["row_chunks"][0], (sizes["m"],)),
+                        dtype=dtype, meta=np.empty((0, 0), dtype=dtype),
+                        library=resolved.backend.array_library, real=sizes["real"],
+                        inverse=resolved["inverse"], value_type=dtype.name)
+
+
+def transposed(y: da.Array, sizes: dict, library: str = "numpy") -> da.Array:
+    """Stage 2, the all-to-all: row blocks to column blocks, each held as its transpose.
+
+    Every new block gathers a piece of every row block: a task per piece cuts its columns out
+    of the row block, transposed and contiguous (:func:`pipelines.fft_blocks.piece`), and a
+    task per new block joins its pieces side by side into whole rows (of ``Y.T``). Unlike a
+    rechunk, whose split tasks copy their slices and whose joins would leave the column
+    transforms strided, each byte is copied once where it is cut and once where it is joined.
+    """
+    widths = sizes["col_chunks"][1]
+    token = tokenize(y.name, widths, library)
+    cut, name = f"fft-piece-{token}", f"fft-transpose-{token}"
+    row_blocks = len(y.chunks[0])
+    graph = {}
+    for j, (c0, w) in enumerate(zip(fft_data.starts(widths).tolist(), widths, strict=True)):
+        for i in range(row_blocks):
+            graph[(cut, i, j)] = (fft_blocks.piece, (y.name, i, 0), c0, c0 + w, library)
+        graph[(name, j, 0)] = (fft_blocks.joined, [(cut, i, j) for i in range(row_blocks)],
+                               library)
+    layers = HighLevelGraph.from_collections(name, graph, dependencies=[y])
+    return da.Array(layers, name, chunks=(widths, (sizes["n"],)), meta=y._meta)
+
+
+def columns_transformed(zt: da.Array, resolved: Resolved, sizes: dict) -> da.Array:
+    """Stage 3: every column transformed: the spectrum, transposed (``X.T``, m x n)."""
+    dtype = sizes["dtype"]
+    return zt.map_blocks(fft_blocks.along_columns, dtype=dtype,
+                         meta=np.empty((0, 0), dtype=dtype),
+                         library=resolved.backend.array_library, inverse=resolved["inverse"],
+                         value_type=dtype.name)
+
+
+def reduced(spectrum_t: da.Array, resolved: Resolved, cells) -> dict:
+    """Stage 4: the spectrum's blocks reduced to their summaries, assembled in one task."""
+    col_chunks = spectrum_t.chunks[0]
+    rows, cols = cells
+    width = fft_blocks.summary_width(col_chunks, len(rows))
+    packed = spectrum_t.map_blocks(
+        fft_blocks.summary, chunks=((1,) * len(col_chunks), (width,)), dtype=np.float64,
+        meta=np.empty((0, 0)), library=resolved.backend.array_library, rows=rows, cols=cols,
+        width=width)
+    return {"result": dask.delayed(fft_blocks.assemble, pure=True)(packed, col_chunks,
+                                                                  len(rows))}
+
+
+def _persisted(client, collection):
+    """``collection`` computed and kept on the workers; a task's error raises here."""
+    from distributed import futures_of
+
+    kept = client.persist(collection)
+    data_parallel.wait_kept(client, futures_of(kept))
+    return kept
+
+
+def drive(workload: Workload, client) -> dict:
+    """The run in stages, each kept on the workers before the next, timed apart.
+
+    The same result as computing ``workload.collection``; the stages' seconds, the
+    transpose's bytes and bandwidth go into the workload's description.
+    """
+    resolved, sizes, cells = workload.context["stages"]
+    marks = [time.perf_counter()]
+    x = _persisted(client, input_array(resolved, sizes))
+    marks.append(time.perf_counter())
+    y = _persisted(client, rows_transformed(x, resolved, sizes))
+    del x
+    marks.append(time.perf_counter())
+    z = _persisted(client, transposed(y, sizes, resolved.backend.array_library))
+    del y
+    marks.append(time.perf_counter())
+    spectrum_t = _persisted(client, columns_transformed(z, resolved, sizes))
+    del z
+    marks.append(time.perf_counter())
+    parts = reduced(spectrum_t, resolved, cells)
+    if workload.outputs:
+        # The write of the kept spectrum goes to a new temporary, which replaces the build's.
+        (old, final), = workload.outputs
+        parts["written"], temporary = output_files.store_array(spectrum_t.T, final)
+        workload.outputs[:] = [(temporary, final)]
+        output_files.discard(old)
+    futures = client.compute(list(parts.values()))
+    try:
+        raw = dict(zip(parts, data_parallel.fetch(client, futures), strict=True))
+    finally:
+        for future in futures:
+            future.release()
+    marks.append(time.perf_counter())
+    data_s, rows_s, transpose_s, columns_s, reduce_s = np.diff(marks).tolist()
+    moved = transpose_bytes(sizes)
+    workload.description.update({
+        "input_s": round(data_s, 4),
+        "local_fft_s": round(rows_s + columns_s, 4),
+        "row_fft_s": round(rows_s, 4),
+        "column_fft_s": round(columns_s, 4),
+        "transpose_s": round(transpose_s, 4),
+        "transpose_bytes": moved,
+        "transpose_gb_per_s": float(f"{moved / transpose_s / 1e9:.4g}") if transpose_s > 0
+        else None,
+        "reduce_s": round(reduce_s, 4),
+    })
+    return raw
