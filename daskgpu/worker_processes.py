@@ -60,7 +60,8 @@ def start_server(pipeline_module: str | None = None) -> bool:
 
     preload = [*PRELOAD, *([pipeline_module] if pipeline_module else [])]
     multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
-    forkserver.ensure_running()
+    with _environment(_pre_spawn_environ()):
+        forkserver.ensure_running()
     if not _stop_at_exit:
         _stop_at_exit.append(True)
         atexit.register(_stop_server)
@@ -68,6 +69,33 @@ def start_server(pipeline_module: str | None = None) -> bool:
 
 
 _stop_at_exit: list[bool] = []
+
+
+def _pre_spawn_environ() -> dict[str, str]:
+    """What a nanny sets before it starts a worker: one BLAS/OpenMP thread, malloc trimming.
+
+    The server must have it before it imports numpy: OpenBLAS sizes its pool then, and every
+    fork inherits the pool (a worker's own setting would come too late).
+    """
+    import dask.config
+
+    environ = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
+    return {str(k): str(v) for k, v in environ.items()}
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    """``os.environ`` with ``values`` set (the server process inherits it), then as it was."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _stop_server() -> None:

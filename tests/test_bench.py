@@ -17,12 +17,14 @@ from daskgpu.errors import ParameterError
 TINY = {
     "mean-pipeline": {"size": 200, "seed": 1},
     "matmul-pipeline": {"size": 200, "seed": 1},
+    "fft-pipeline": {"size": 128, "seed": 1},
     "histogram-pipeline": {"values": 10_000, "bins": 16, "seed": 1},
     "stencil-pipeline": {"size": 64, "steps": 4},
     "trips-pipeline": {"rows": 5_000, "seed": 1},
     "join-pipeline": {"rows": 5_000, "seed": 1},
     "train-pipeline": {"samples": 2_000, "features": 16, "classes": 3, "steps": 3, "seed": 5},
     "kmeans-pipeline": {"samples": 3_000, "features": 3, "clusters": 3, "seed": 5},
+    "pca-pipeline": {"samples": 2_000, "features": 16, "components": 3, "seed": 1},
 }
 
 

@@ -178,6 +178,9 @@ EXTREME_CHUNKS = st.one_of(
 )
 EXTREME_PARAMS = {
     "mean-pipeline": {"size": EXTREME, "chunks": EXTREME_CHUNKS, "dtype": st.just("float32")},
+    "fft-pipeline": {"size": st.one_of(st.none(), EXTREME), "chunks": EXTREME_CHUNKS,
+                     "real": st.sampled_from([None, True, "yes", "x"]),
+                     "inverse": st.sampled_from([None, False, True])},
     "matmul-pipeline": {"size": st.one_of(st.none(), EXTREME),
                         "chunks": st.one_of(st.just("auto"), EXTREME.map(str),
                                             st.tuples(EXTREME, EXTREME).map(
@@ -196,11 +199,15 @@ EXTREME_PARAMS = {
                       "broadcast": st.sampled_from(["auto", "true", "false", "TRUE", "yes"]),
                       "shuffle": st.sampled_from(["auto", "tasks", "p2p", "P2P", "disk", ""])},
     "train-pipeline": {"samples": EXTREME, "features": EXTREME, "chunks": EXTREME_CHUNKS,
-                       "classes": st.sampled_from([2, 10, 2**31])},
+                       "classes": st.sampled_from([2, 10, 2**31]),
+                       "batch_size": st.sampled_from([None, 1, 7, 2**40])},
     "kmeans-pipeline": {"samples": EXTREME, "features": EXTREME, "chunks": EXTREME_CHUNKS,
                         "clusters": st.sampled_from([1, 16, 2**31]),
                         "k": st.sampled_from([1, 16, 2**31]),
                         "max_iter": st.sampled_from([1, 100, 2**40])},
+    "pca-pipeline": {"samples": EXTREME, "features": EXTREME, "chunks": EXTREME_CHUNKS,
+                     "components": st.sampled_from([1, 10, 2**31]),
+                     "method": st.sampled_from(["exact", "randomized"])},
 }
 
 
@@ -433,11 +440,22 @@ CLI_CASES = [
     ("stencil-pipeline", ["--size", "3", "--steps-per-exchange", "4"], False, "deeper"),
     ("stencil-pipeline", ["--alpha", "1e-400x"], False, "--alpha"),
     ("join-pipeline", ["--partitions", "10000000000"], False, "--partitions"),
+    ("fft-pipeline", ["--size", str(2**40)], False, "PiB"),
+    ("fft-pipeline", ["--size", "100000", "--chunks", "10"], False, "slabs"),
+    ("fft-pipeline", ["--inverse", "--real"], False, "irfft2"),
+    ("fft-pipeline", ["--input", "/nonexistent/x.npy"], False, "no such file"),
     ("matmul-pipeline", ["--shape", "1,2"], False, "three sizes"),
     ("matmul-pipeline", ["--shape", f"{2**40},{2**40},{2**40}"], False, "smaller size"),
     ("matmul-pipeline", ["--input-a", "/nonexistent/a.npy", "--input-b", "/nonexistent/b.npy"],
      False, "no such file"),
+    ("train-pipeline", ["--labels", "/nonexistent/y.npy"], False, "--labels without --input"),
+    ("train-pipeline", ["--input", "/nonexistent/x.npy", "--labels", "/nonexistent/y.npy"],
+     False, "no such file"),
+    ("kmeans-pipeline", ["--input", "/nonexistent/x.npy"], False, "no such file"),
     ("join-pipeline", ["--broadcast", "true", "--shuffle", "tasks"], False, "--shuffle tasks"),
+    ("pca-pipeline", ["--features", "8", "--components", "9"], False, "at most 8"),
+    ("pca-pipeline", ["--samples", str(2**62), "--features", "4096"], False, "smaller size"),
+    ("pca-pipeline", ["--samples", "abc"], False, "--samples"),
     ("mean-pipeline", ["--gpus", "0,\u0661-\u0660"], True, "--gpus"),
     ("mean-pipeline", ["--gpus", "GPU-,0"], True, "--gpus"),
     ("mean-pipeline", ["--gpus", "0\n1"], True, "--gpus"),
@@ -592,6 +610,8 @@ FILE_CASES = [
     ("trips-pipeline", "corrupt-parquet", ["not a readable Parquet"]),
     ("trips-pipeline", "corrupt-csv", ["corrupt.csv"]),
     ("trips-pipeline", "empty-csv", ["not a readable CSV"]),
+    ("pca-pipeline", "ints", ["int64", "float32 or float64", "astype"]),
+    ("pca-pipeline", "objects", ["Python objects", "never unpickles"]),
 ]
 
 

@@ -20,6 +20,7 @@ from daskgpu import registry
 CASES = {
     "mean-pipeline": {"size": 600, "chunks": 200, "seed": 3},
     "matmul-pipeline": {"shape": "150,120,130", "chunks": "60,40,50", "seed": 8},
+    "fft-pipeline": {"size": 96, "chunks": 40, "seed": 9},
     "histogram-pipeline": {"values": 40_000, "chunks": 5_000, "bins": 16, "seed": 4},
     "stencil-pipeline": {"size": 60, "chunks": 20, "steps": 12},
     "trips-pipeline": {"rows": 20_000, "partitions": 4, "seed": 5},
@@ -28,6 +29,8 @@ CASES = {
                        "chunks": 1_000, "seed": 7},
     "kmeans-pipeline": {"samples": 8_000, "features": 4, "clusters": 5, "chunks": 2_000,
                         "init": "random", "seed": 7},
+    "pca-pipeline": {"samples": 3_000, "features": 16, "components": 4, "chunks": 700,
+                     "seed": 9},
 }
 MIN_MUTATIONS = 3
 

@@ -30,6 +30,21 @@ def test_cpu_workers_are_forks_of_one_server_this_process_started():
         assert _parents(session.client) == {server.pid}
 
 
+def _blas_threads() -> set[int]:
+    import threadpoolctl
+
+    return {d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas"}
+
+
+def test_a_forked_workers_blas_keeps_to_one_thread_like_a_spawned_ones():
+    # The server imported numpy with distributed's pre-spawn environment (OPENBLAS_NUM_THREADS
+    # and the like at 1): a worker forked from it must not run a BLAS pool per core beside its
+    # task threads.
+    with daskgpu.cluster(cpu=True, workers=2, threads_per_worker=1, dashboard=False) as session:
+        threads = session.client.run(_blas_threads)
+        assert len(threads) == 2 and all(v == {1} for v in threads.values()), threads
+
+
 def test_spawn_asks_for_distributeds_own_start():
     with dask.config.set({"daskgpu.worker.cpu-start-method": "spawn"}), \
             daskgpu.cluster(cpu=True, workers=1, threads_per_worker=1, dashboard=False) as session:
