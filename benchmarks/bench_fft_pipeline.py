@@ -29,20 +29,14 @@ put on its path.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
-import os
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness import machine  # noqa: E402
+from harness import baseline_in_a_process, local_cupy, machine  # noqa: E402
 
 import daskgpu  # noqa: E402
 from daskgpu import answers  # noqa: E402
@@ -50,58 +44,9 @@ from daskgpu import answers  # noqa: E402
 TARGET = 0.7
 PHASES = ("input_s", "row_fft_s", "transpose_s", "column_fft_s", "reduce_s")
 
-_BASELINE = """
-import json, sys
-sys.path.insert(0, {root!r})
-import daskgpu
-spec = daskgpu.get_pipeline("fft-pipeline")
-resolved = spec.resolve(None, **json.loads({params!r}))
-seconds, answer = spec.baseline(resolved)
-print(json.dumps({{"seconds": seconds, "answer": answer}}))
-"""
-
-_NVTX_STAND_IN = '''"""No-op profiling ranges (nvtx is not installed)."""
-
-
-def start_range(*args, **kwargs):
-    return None
-
-
-def end_range(*args, **kwargs):
-    return None
-'''
-
-
 def numpy_fft2(params: dict) -> tuple[float, dict]:
     """Seconds and answer of the baseline's ``numpy.fft.fft2``, in a fresh process."""
-    code = _BASELINE.format(root=str(ROOT), params=json.dumps(params))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return float(out["seconds"]), out["answer"]
-
-
-def _seconds(text: str) -> float:
-    value, unit = text.split()
-    return float(value) * {"s": 1.0, "ms": 1e-3, "us": 1e-6}[unit]
-
-
-def local_cupy_fft(address: str, size: int, chunk: int, runs: int) -> list[float]:
-    """Wall clocks of dask-cuda's ``local_cupy`` fft on the scheduler at ``address``."""
-    env = dict(os.environ)
-    with tempfile.TemporaryDirectory() as stand_in:
-        if importlib.util.find_spec("nvtx") is None:
-            Path(stand_in, "nvtx.py").write_text(_NVTX_STAND_IN)
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [stand_in,
-                                                              env.get("PYTHONPATH")]))
-        proc = subprocess.run(
-            [sys.executable, "-m", "dask_cuda.benchmarks.local_cupy", "-t", "cpu",
-             "--operation", "fft", "-s", str(size), "-c", str(chunk), "--runs", str(runs),
-             "--scheduler-address", address],
-            capture_output=True, text=True, env=env, check=True, cwd=stand_in)
-    # The per-run lines sit between the "Wall clock | Throughput" header and the next rule.
-    block = proc.stdout.split("Wall clock                | Throughput", 1)[1].split("=====")[0]
-    return [_seconds(m) for m in re.findall(r"^([\d.]+ (?:s|ms|us))\s+\|", block, re.M)]
+    return baseline_in_a_process("fft-pipeline", params)
 
 
 def main() -> None:
@@ -146,8 +91,9 @@ def main() -> None:
                   + f"; transpose {result.data['transpose_bytes'] / 1e9:.2f} GB at "
                   f"{result.data['transpose_gb_per_s']:.2f} GB/s), numpy fft2 {seconds:.3f} s")
         slab = result.data["chunks"][0]
-        local = [] if args.no_local_cupy else local_cupy_fft(
-            session.client.scheduler.address, args.size, slab, args.rounds)
+        local = [] if args.no_local_cupy else local_cupy(
+            session.client.scheduler.address, "fft", "-s", str(args.size), "-c", str(slab),
+            runs=args.rounds)
     med = statistics.median
     print(f"pipeline median {med(pipeline_s):.3f} s, of which "
           + ", ".join(f"{p[:-2]} {med(v):.3f} s" for p, v in phases.items())

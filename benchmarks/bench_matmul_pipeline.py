@@ -21,45 +21,24 @@ times the workers.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness import machine  # noqa: E402
+from harness import baseline_in_a_process, local_cupy, machine  # noqa: E402
 
 import daskgpu  # noqa: E402
 from daskgpu import answers  # noqa: E402
 
 TARGET = 0.8
-BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-_BASELINE = """
-import json, sys
-sys.path.insert(0, {root!r})
-import daskgpu
-spec = daskgpu.get_pipeline("matmul-pipeline")
-resolved = spec.resolve(None, **json.loads({params!r}))
-seconds, answer = spec.baseline(resolved)
-print(json.dumps({{"seconds": seconds, "answer": answer}}))
-"""
-
 
 def numpy_all_threads(params: dict) -> tuple[float, dict]:
     """Seconds and answer of the baseline's ``A @ B``, in a process with every core's BLAS."""
-    env = dict(os.environ)
-    for name in BLAS_THREADS:
-        env[name] = str(os.cpu_count())
-    code = _BASELINE.format(root=str(ROOT), params=json.dumps(params))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          check=True)
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return float(out["seconds"]), out["answer"]
+    return baseline_in_a_process("matmul-pipeline", params, all_blas_threads=True)
 
 
 def main() -> None:
@@ -70,6 +49,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--local-cupy", action="store_true",
+                        help="Also run dask-cuda's local_cupy -t cpu --operation dot.")
     args = parser.parse_args()
     params = {"size": args.size, "dtype": args.dtype, "chunks": args.chunks, "seed": args.seed}
     print(f"matmul-pipeline, n = {args.size} {args.dtype}, {args.workers} CPU workers; "
@@ -98,12 +79,20 @@ def main() -> None:
             print(f"round {round_ + 1}: pipeline {compute_s:.3f} s ({rate:.1f} GFLOP/s, "
                   f"one worker's peak {peak} GFLOP/s, blocks {result.data['chunks']}), "
                   f"numpy @ {seconds:.3f} s")
+        # x.dot(y) of two square uniform arrays, persisted first, in the run's blocks.
+        dot = local_cupy(session.client.scheduler.address, "dot", "-s", str(args.size), "-c",
+                         str(result.data["chunks"][0]), runs=args.rounds) \
+            if args.local_cupy else []
     ratio = statistics.median(numpy_s) / statistics.median(pipeline_s)
     print(f"pipeline median {statistics.median(pipeline_s):.3f} s, "
           f"{statistics.median(rates):.1f} GFLOP/s, "
           f"{statistics.median(fractions):.0%} of {args.workers} x one worker's peak")
     print(f"numpy @ ({os.cpu_count()} BLAS threads) median {statistics.median(numpy_s):.3f} s")
     print(f"ratio numpy / pipeline: {ratio:.2f}x (target >= {TARGET}x)")
+    if dot:
+        print(f"dask-cuda local_cupy -t cpu --operation dot median {statistics.median(dot):.3f} s;"
+              f" ratio local_cupy / pipeline: "
+              f"{statistics.median(dot) / statistics.median(pipeline_s):.2f}x (target >= 1x)")
 
 
 if __name__ == "__main__":

@@ -26,49 +26,27 @@ where that package is missing, a stub with no-op ranges is put on its path.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness import machine  # noqa: E402
+from harness import baseline_in_a_process, local_cupy, machine  # noqa: E402
 
 import daskgpu  # noqa: E402
 from daskgpu import answers  # noqa: E402
 
 TARGET_DASK = 1.5
 TARGET_NUMPY = 1.0
-BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-_BASELINE = """
-import json, sys
-sys.path.insert(0, {root!r})
-import daskgpu
-spec = daskgpu.get_pipeline("pca-pipeline")
-resolved = spec.resolve(None, **json.loads({params!r}))
-seconds, answer = spec.baseline(resolved)
-print(json.dumps({{"seconds": seconds, "variance": answer["explained_variance"].tolist()}}))
-"""
-
 
 def numpy_all_threads(params: dict) -> tuple[float, list[float]]:
     """Seconds and leading explained variances of the baseline, with every core's BLAS."""
-    env = dict(os.environ)
-    for name in BLAS_THREADS:
-        env[name] = str(os.cpu_count())
-    code = _BASELINE.format(root=str(ROOT), params=json.dumps(params))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          check=True)
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return float(out["seconds"]), out["variance"]
+    seconds, answer = baseline_in_a_process("pca-pipeline", params, all_blas_threads=True)
+    return seconds, answer["explained_variance"]
 
 
 def dask_svd(session, params: dict, shown: int) -> tuple[float, list[float]]:
@@ -88,30 +66,11 @@ def dask_svd(session, params: dict, shown: int) -> tuple[float, list[float]]:
     return seconds, (s[:shown] ** 2 / (resolved["samples"] - 1)).tolist()
 
 
-def local_cupy(session, samples: int, features: int, rows: int, rounds: int) -> float:
+def local_cupy_svd(session, samples: int, features: int, rows: int, rounds: int) -> float:
     """Median wall clock of dask-cuda's ``local_cupy -t cpu --operation svd`` on the workers."""
-    env = dict(os.environ)
-    with tempfile.TemporaryDirectory() as stub:
-        try:
-            import nvtx  # noqa: F401
-        except ImportError:
-            Path(stub, "nvtx.py").write_text("def start_range(*a, **k):\n    return None\n\n\n"
-                                             "def end_range(*a, **k):\n    return None\n")
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [stub, env.get("PYTHONPATH")]))
-        proc = subprocess.run(
-            [sys.executable, "-m", "dask_cuda.benchmarks.local_cupy", "-t", "cpu", "-o", "svd",
-             "-s", str(samples), "-2", str(features), "-c", str(rows), "--runs", str(rounds),
-             "--no-show-p2p-bandwidth", "--scheduler-address",
-             session.client.scheduler.address],
-            capture_output=True, text=True, env=env, check=True)
-    times = []
-    for line in proc.stdout.split("Wall clock", 1)[1].splitlines():
-        found = re.match(r"\s*([\d.]+) (ms|s)\s+\|", line)
-        if found:
-            times.append(float(found.group(1)) / (1000 if found.group(2) == "ms" else 1))
-    if not times:
-        raise SystemExit(f"local_cupy printed no wall clock:\n{proc.stdout}")
-    return statistics.median(times)
+    return statistics.median(local_cupy(
+        session.client.scheduler.address, "svd", "-s", str(samples), "-2", str(features),
+        "-c", str(rows), runs=rounds))
 
 
 def _agree(what: str, got, expected) -> None:
@@ -162,7 +121,7 @@ def main() -> None:
                 numpy_s.append(seconds)
                 line += f", numpy svd {seconds:.3f} s"
             print(line, flush=True)
-        cupy_s = (local_cupy(session, args.samples, args.features, rows, args.rounds)
+        cupy_s = (local_cupy_svd(session, args.samples, args.features, rows, args.rounds)
                   if args.local_cupy else None)
     median = statistics.median(pipeline_s)
     print(f"pipeline median {median:.3f} s; dask.array.linalg.svd median "

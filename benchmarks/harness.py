@@ -70,3 +70,80 @@ def pipeline_bench(name: str, params: dict, workers: int = 2, repeat: int = 3, w
     if not result.verified:
         raise SystemExit(f"{name}: a run failed its verification")
     return result
+
+
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+_BASELINE = """
+import json, sys
+sys.path.insert(0, {root!r})
+import daskgpu
+spec = daskgpu.get_pipeline({name!r})
+resolved = spec.resolve(None, **json.loads({params!r}))
+seconds, answer = spec.baseline(resolved)
+print(json.dumps({{"seconds": seconds, "answer": answer}},
+                 default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
+"""
+
+
+def baseline_in_a_process(name: str, params: dict, all_blas_threads: bool = False
+                          ) -> tuple[float, Any]:
+    """Seconds and answer of pipeline ``name``'s own baseline, run in a fresh process.
+
+    ``all_blas_threads``: that process's BLAS on every core (a single NumPy call as a user on
+    this machine would run it), whatever this process's environment limits it to.
+    """
+    import json
+    import os
+    import subprocess
+
+    env = dict(os.environ)
+    if all_blas_threads:
+        env.update({variable: str(os.cpu_count()) for variable in BLAS_THREADS})
+    root = str(Path(__file__).resolve().parents[1])
+    code = _BASELINE.format(root=root, name=name, params=json.dumps(params))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          check=True)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return float(out["seconds"]), out["answer"]
+
+
+_NVTX_STAND_IN = "def start_range(*a, **k):\n    return None\n\n\ndef end_range(*a, **k):\n" \
+                 "    return None\n"
+
+
+def local_cupy(address: str, operation: str, *options: str, runs: int = 3) -> list[float]:
+    """Wall clocks of dask-cuda's ``local_cupy -t cpu --operation OPERATION`` on a scheduler.
+
+    It runs on the cluster at ``address`` (ours: it cannot start a CPU cluster where there is
+    no NVML); ``options`` are its own (``-s``, ``-c``, ``-2``, ...). It imports ``nvtx`` for
+    profiling ranges only; where that is not installed, a stand-in that does nothing is put on
+    its path.
+    """
+    import importlib.util
+    import os
+    import re
+    import subprocess
+    import tempfile
+
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as stand_in:
+        if importlib.util.find_spec("nvtx") is None:
+            Path(stand_in, "nvtx.py").write_text(_NVTX_STAND_IN)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [stand_in, env.get("PYTHONPATH")]))
+        proc = subprocess.run(
+            [sys.executable, "-m", "dask_cuda.benchmarks.local_cupy", "-t", "cpu",
+             "--operation", operation, *options, "--runs", str(runs),
+             "--no-show-p2p-bandwidth", "--scheduler-address", address],
+            capture_output=True, text=True, env=env, check=True, cwd=stand_in)
+    unit = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+    times = []  # the lines "1.23 s | 456 MiB/s" right below the "Wall clock" header
+    for line in proc.stdout.split("Wall clock", 1)[-1].splitlines()[1:]:
+        found = re.match(r"\s*([\d.]+) (s|ms|us)\s+\|", line)
+        if found:
+            times.append(float(found.group(1)) * unit[found.group(2)])
+        elif times and line.strip():
+            break
+    if not times:
+        raise SystemExit(f"local_cupy printed no wall clock:\n{proc.stdout}")
+    return times
