@@ -116,7 +116,7 @@ def settings() -> dict:
     clusters for several pipelines, and a worker loads only the ones it runs.
     """
     if not start_server():
-        return {}
+        return {METHOD_KEY: "spawn"}
     # distributed would otherwise set a preload list of its own, importing pandas and more into
     # this process first; the server runs already, so that list would go unused anyway.
     import distributed.utils
