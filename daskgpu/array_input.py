@@ -104,6 +104,25 @@ def open_array(path: str, what: str = "--input", dtypes: tuple[str, ...] = ()) -
         raise InputFileError(printable(str(exc))) from None
 
 
+def open_matrix(path: str, what: str = "--input", dtypes: tuple[str, ...] = (),
+                rows_by: str = "") -> ArraySource:
+    """:func:`open_array`, refusing an array without exactly 2 axes.
+
+    ``rows_by`` says what the axes hold, for the error line (``"samples x features"``).
+
+    Raises
+    ------
+    InputFileError
+        As :func:`open_array`; or naming the shape found and that a matrix is needed.
+    """
+    source = open_array(path, what, dtypes)
+    if len(source.shape) != 2:
+        of = f" of {rows_by}" if rows_by else ""
+        raise InputFileError(printable(f"{what} {source.path}: holds an array of shape "
+                                       f"{source.shape}; a matrix{of} (2 axes) is needed"))
+    return source
+
+
 def _open_array(path: str, what: str, dtypes: tuple[str, ...]) -> ArraySource:
     if not os.path.exists(path):
         raise InputFileError(f"{what} {path}: no such file or directory; {_HOW}")

@@ -151,6 +151,27 @@ def chunks(value: Any) -> str | tuple[int, ...]:
     return sizes
 
 
+def refuse_with_input(params, values: dict, names, what: str = "data",
+                      source: str = "an --input") -> None:
+    """Refuse the options that only describe generated ``what``, given with an input.
+
+    ``params``: the pipeline's declared parameters; ``names``: those that only generated data
+    has; an option counts as given when its value is neither None nor its default.
+
+    Raises
+    ------
+    ParameterError
+        Naming the options given, e.g. ``--size, --seed: apply to generated data, not to an
+        --input; drop them``.
+    """
+    given = [p.option for p in params
+             if p.name in names and values.get(p.name) not in (None, p.default)]
+    if given:
+        verb, pronoun = ("applies", "it") if len(given) == 1 else ("apply", "them")
+        raise ParameterError(f"{', '.join(given)}: {verb} to generated {what}, not to "
+                             f"{source}; drop {pronoun}")
+
+
 def switch(value: Any) -> bool:
     """An on/off parameter: True or False, or a truth word (``yes``, ``off``, ``1``, ...).
 

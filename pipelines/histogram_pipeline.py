@@ -26,6 +26,7 @@ from daskgpu.params import (
     optional_path,
     output_path,
     positive_int,
+    refuse_with_input,
     value_range,
 )
 from daskgpu.registry import Resolved, Workload, pipeline
@@ -89,20 +90,11 @@ def _block_finite_extent(block):
     return [float(finite.min()), float(finite.max())]
 
 
-def _refuse_generated_options(values: dict) -> None:
-    given = [p.option for p in PARAMS
-             if p.name in GENERATED_ONLY and values[p.name] != p.default]
-    if given:
-        them = "them" if len(given) > 1 else "it"
-        raise ParameterError(f"{', '.join(given)}: apply to generated data, not to an --input; "
-                             f"drop {them}")
-
-
 def settle(backend, values: dict) -> tuple[dict, dict]:
     """Open and check the input, or size the random data for the backend; check the blocks."""
     values = dict(values)
     if values["input"] is not None:
-        _refuse_generated_options(values)
+        refuse_with_input(PARAMS, values, GENERATED_ONLY)
         source = array_input.open_array(values["input"], dtypes=INPUT_DTYPES)
         chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input")
         # Not used for an input (its own dtype is reported with the data).

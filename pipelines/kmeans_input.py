@@ -11,14 +11,15 @@ import importlib
 import numpy as np
 
 from daskgpu import array_input
-from daskgpu.errors import InputFileError, ParameterError
+from daskgpu.errors import ParameterError
+from daskgpu.params import refuse_with_input
 
 DTYPES = ("float32", "float64")
 # Options that describe generated points: refused with --input.
 GENERATED_ONLY = ("samples", "features", "clusters")
 
 
-def open_input(values: dict, default_dtype: str):
+def open_input(values: dict, default_dtype: str, params=()):
     """Open and check ``--input``; fill ``values`` from it.
 
     ``samples``, ``features`` and ``clusters`` stay ``None`` (the input gives the first two;
@@ -31,14 +32,8 @@ def open_input(values: dict, default_dtype: str):
     InputFileError
         A missing or unreadable file, points not 2-D or not float.
     """
-    extra = [f"--{name}" for name in GENERATED_ONLY if values[name] is not None]
-    if extra:
-        raise ParameterError(f"{', '.join(extra)}: for generated points, not with --input; "
-                             "the input's shape gives them (give --k for the centroids)")
-    source = array_input.open_array(values["input"], "--input", DTYPES)
-    if len(source.shape) != 2:
-        raise InputFileError(f"--input {source.path}: holds an array of shape {source.shape}; "
-                             "a matrix of samples x features (2 axes) is needed")
+    refuse_with_input(params, values, GENERATED_ONLY, "points")
+    source = array_input.open_matrix(values["input"], "--input", DTYPES, "samples x features")
     if values["dtype"] not in (default_dtype, source.dtype.name):
         raise ParameterError(f"--dtype {values['dtype']}: the input holds {source.dtype}; "
                              "drop --dtype (the input's own type is used)")

@@ -108,7 +108,7 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     values = dict(values)
     inputs: dict = {}
     if values["input"] is not None:
-        inputs = {"input": open_input(values, _default("dtype"))}
+        inputs = {"input": open_input(values, _default("dtype"), PARAMS)}
         if values["k"] is None:
             values["k"] = DEFAULT_CLUSTERS
     else:

@@ -36,6 +36,7 @@ from daskgpu.params import (
     optional_path,
     output_path,
     positive_int,
+    refuse_with_input,
 )
 from daskgpu.registry import Resolved, Workload, pipeline
 from daskgpu.timing import timed
@@ -138,27 +139,15 @@ def _open_inputs(values: dict) -> dict:
     if missing:
         raise ParameterError(f"{missing[0]}: missing; C = A B needs both --input-a and "
                              "--input-b")
-    given = [f"--{name.replace('_', '-')}" for name in GENERATED_ONLY
-             if values[name] not in (None, _default(name))]
-    if given:
-        raise ParameterError(f"{', '.join(given)}: for generated data, not with --input-a/-b; "
-                             "drop them")
-    a = array_input.open_array(values["input_a"], "--input-a", DTYPES[::-1])
-    b = array_input.open_array(values["input_b"], "--input-b", DTYPES[::-1])
-    for what, source in (("--input-a", a), ("--input-b", b)):
-        if len(source.shape) != 2:
-            raise InputFileError(f"{what} {source.path}: holds an array of shape "
-                                 f"{source.shape}; a matrix (2 axes) is needed")
+    refuse_with_input(PARAMS, values, GENERATED_ONLY, source="--input-a/-b")
+    a = array_input.open_matrix(values["input_a"], "--input-a", DTYPES[::-1])
+    b = array_input.open_matrix(values["input_b"], "--input-b", DTYPES[::-1])
     if a.shape[1] != b.shape[0]:
         raise InputFileError(
             f"--input-a {a.path} is {a.shape[0]} x {a.shape[1]} and --input-b {b.path} is "
             f"{b.shape[0]} x {b.shape[1]}: shape mismatch, A's columns must equal B's rows"
         )
     return {"input_a": a, "input_b": b}
-
-
-def _default(name: str):
-    return next(p.default for p in PARAMS if p.name == name)
 
 
 # --------------------------------------------------------------------------- operands

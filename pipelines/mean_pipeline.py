@@ -17,8 +17,15 @@ import numpy as np
 
 from daskgpu import array_input, chunking, reductions, synthetic
 from daskgpu import config as daskgpu_config
-from daskgpu.errors import ParameterError
-from daskgpu.params import Param, choice, chunks, non_negative_int, optional_path, positive_int
+from daskgpu.params import (
+    Param,
+    choice,
+    chunks,
+    non_negative_int,
+    optional_path,
+    positive_int,
+    refuse_with_input,
+)
 from daskgpu.registry import Resolved, Workload, pipeline
 from daskgpu.timing import timed
 from pipelines.mean_check import MUTATIONS, redrawn_uniform_sum, verify
@@ -63,7 +70,7 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     """
     values = dict(values)
     if values["input"] is not None:
-        _refuse_generated_options(values)
+        refuse_with_input(PARAMS, values, GENERATED_ONLY)
         source = array_input.open_array(values["input"])
         chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input")
         values["dtype"] = None  # the input's own element type is used (reported in data)
@@ -73,15 +80,6 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
         values["size"] = default_size(backend, itemsize)
     chunking.check_blocks(values["chunks"], (values["size"],) * 2, itemsize)
     return values, {}
-
-
-def _refuse_generated_options(values: dict) -> None:
-    given = [p.option for p in PARAMS
-             if p.name in GENERATED_ONLY and values[p.name] not in (None, p.default)]
-    if given:
-        verb, pronoun = ("applies", "it") if len(given) == 1 else ("apply", "them")
-        raise ParameterError(f"{', '.join(given)}: {verb} to generated data, not to an "
-                             f"--input; drop {pronoun}")
 
 
 # --------------------------------------------------------------------------- baseline

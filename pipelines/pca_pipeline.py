@@ -26,7 +26,7 @@ import numpy as np
 from daskgpu import array_input, chunking, synthetic
 from daskgpu import config as daskgpu_config
 from daskgpu import output as output_files
-from daskgpu.errors import InputFileError, ParameterError
+from daskgpu.errors import ParameterError
 from daskgpu.params import (
     Param,
     choice,
@@ -35,6 +35,7 @@ from daskgpu.params import (
     optional_path,
     output_path,
     positive_int,
+    refuse_with_input,
 )
 from daskgpu.registry import Resolved, Workload, pipeline
 from daskgpu.timing import timed
@@ -106,15 +107,9 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     values = dict(values)
     inputs: dict = {}
     if values["input"] is not None:
-        given = [f"--{name}" for name in GENERATED_ONLY
-                 if values[name] not in (None, _default(name))]
-        if given:
-            raise ParameterError(f"{', '.join(given)}: for generated data, not with --input; "
-                                 "drop them")
-        source = array_input.open_array(values["input"], "--input", DTYPES[::-1])
-        if len(source.shape) != 2:
-            raise InputFileError(f"--input {source.path}: holds an array of shape "
-                                 f"{source.shape}; a 2-D array (samples x features) is needed")
+        refuse_with_input(PARAMS, values, GENERATED_ONLY)
+        source = array_input.open_matrix(values["input"], "--input", DTYPES[::-1],
+                                         "samples x features")
         inputs["input"] = source
         values["samples"], values["features"] = source.shape
         values["dtype"] = source.dtype.name
@@ -146,10 +141,6 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
                              f"at most {MAX_BLOCKS} (a task each, and each pass joins them): "
                              "give more rows per block or auto")
     return values, inputs
-
-
-def _default(name: str):
-    return next(p.default for p in PARAMS if p.name == name)
 
 
 # --------------------------------------------------------------------------- the data

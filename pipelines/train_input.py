@@ -18,6 +18,7 @@ import numpy as np
 
 from daskgpu import array_input
 from daskgpu.errors import InputFileError, ParameterError
+from daskgpu.params import refuse_with_input
 from pipelines.train_data import HELD_OUT, input_held_out
 
 FEATURE_DTYPES = ("float32", "float64")
@@ -26,7 +27,7 @@ LABEL_BLOCK = 1 << 22  # labels read at once while checking their range
 GENERATED_ONLY = ("samples", "features")
 
 
-def open_inputs(values: dict, default_dtype: str) -> dict:
+def open_inputs(values: dict, default_dtype: str, params=()) -> dict:
     """Open and check ``--input`` and ``--labels``; fill ``values`` from them.
 
     ``samples`` and ``features`` stay ``None`` (the inputs give them) and ``dtype`` is set
@@ -46,14 +47,8 @@ def open_inputs(values: dict, default_dtype: str) -> dict:
         present = next(o for o in given if o not in missing)
         raise ParameterError(f"{present} without {missing[0]}: give the features (--input) "
                              "and their class labels (--labels) together")
-    extra = [f"--{name}" for name in GENERATED_ONLY if values[name] is not None]
-    if extra:
-        raise ParameterError(f"{', '.join(extra)}: for generated data, not with --input; the "
-                             "input's shape gives them")
-    x = array_input.open_array(values["input"], "--input", FEATURE_DTYPES)
-    if len(x.shape) != 2:
-        raise InputFileError(f"--input {x.path}: holds an array of shape {x.shape}; a matrix "
-                             "of samples x features (2 axes) is needed")
+    refuse_with_input(params, values, GENERATED_ONLY)
+    x = array_input.open_matrix(values["input"], "--input", FEATURE_DTYPES, "samples x features")
     if values["dtype"] not in (default_dtype, x.dtype.name):
         raise ParameterError(f"--dtype {values['dtype']}: the input holds {x.dtype}; drop "
                              "--dtype (the input's own type is used)")

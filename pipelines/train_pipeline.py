@@ -120,7 +120,7 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     values = dict(values)
     inputs: dict = {}
     if values["input"] is not None or values["labels"] is not None:
-        inputs = open_inputs(values, _default("dtype"))
+        inputs = open_inputs(values, _default("dtype"), PARAMS)
     else:
         if values["samples"] is None:
             values["samples"] = GPU_DEFAULT_SAMPLES if backend.is_gpu else CPU_DEFAULT_SAMPLES

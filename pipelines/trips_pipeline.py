@@ -21,7 +21,14 @@ from daskgpu import output as output_files
 from daskgpu.errors import ParameterError
 from daskgpu.kernels import trips as trip_kernel
 from daskgpu.kernels.haversine import haversine_km, haversine_numpy
-from daskgpu.params import Param, non_negative_int, optional_path, output_path, positive_int
+from daskgpu.params import (
+    Param,
+    non_negative_int,
+    optional_path,
+    output_path,
+    positive_int,
+    refuse_with_input,
+)
 from daskgpu.registry import Resolved, Workload, pipeline
 from daskgpu.timing import timed
 from pipelines.trips_check import MUTATIONS, verify
@@ -108,10 +115,7 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     """
     values = dict(values)
     if values["input"] is not None:
-        given = [f"--{name}" for name in GENERATED if values[name] is not None]
-        if given:
-            raise ParameterError(f"{', '.join(given)}: apply to generated trips, not to an "
-                                 "--input; drop them")
+        refuse_with_input(PARAMS, values, GENERATED, "trips")
         # Imported here: it loads dask.array, which a worker running the ETL never needs.
         from daskgpu import table_input
 

@@ -326,9 +326,9 @@ def test_the_baseline_clusters_the_same_input(cpu_client, points_files):
     ({"input": "ints"}, "float32 or float64"),
     ({"input": "text"}, "numeric"),
     ({"input": "/nonexistent/points.npy"}, "no such file"),
-    ({"input": "npy", "samples": 10}, "--samples: for generated points"),
-    ({"input": "npy", "clusters": 3}, "--clusters: for generated points"),
-    ({"input": "npy", "features": 3}, "--features: for generated points"),
+    ({"input": "npy", "samples": 10}, "--samples: applies to generated points"),
+    ({"input": "npy", "clusters": 3}, "--clusters: applies to generated points"),
+    ({"input": "npy", "features": 3}, "--features: applies to generated points"),
     ({"input": "npy", "k": 3001}, "more centroids than the 3000 points"),
     ({"input": "npy", "dtype": "float64"}, "the input holds float32"),
 ])

@@ -154,7 +154,7 @@ def files(tmp_path):
 @pytest.mark.parametrize(
     ("params", "error", "message"),
     [
-        ({"input": "vector.npy"}, InputFileError, "2-D"),
+        ({"input": "vector.npy"}, InputFileError, "2 axes"),
         ({"input": "ints.npy"}, InputFileError, "float32 or float64"),
         ({"input": "x.npy", "components": 4}, ParameterError, "at most 3"),
         ({"input": "x.npy", "seed": 3}, ParameterError, "--seed"),

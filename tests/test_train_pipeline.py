@@ -449,7 +449,7 @@ def hostile_train_files(input_files):
     ({"input": "one-row", "labels": "one-label"}, "at least 2"),
     ({"labels": "labels"}, "--labels without --input"),
     ({"input": "npy"}, "--input without --labels"),
-    ({"input": "npy", "labels": "labels", "samples": 100}, "--samples: for generated data"),
+    ({"input": "npy", "labels": "labels", "samples": 100}, "--samples: applies to generated data"),
     ({"input": "npy", "labels": "labels", "dtype": "float64"}, None),  # the input's own: fine
     ({"input": "zarr", "labels": "labels", "dtype": "float64"}, "the input holds float32"),
     ({"input": "npy", "labels": "labels", "batch_size": 2251}, "over the 2250 training rows"),

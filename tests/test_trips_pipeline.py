@@ -192,7 +192,7 @@ def test_the_two_haversines_of_verification_agree_with_the_kernel():
 
 
 @pytest.mark.parametrize("given, message", [
-    ({"rows": 100}, "--rows: apply to generated trips, not to an --input; drop them"),
+    ({"rows": 100}, "--rows: applies to generated trips, not to an --input; drop it"),
     ({"seed": 1, "partitions": 2}, "--seed, --partitions: apply to generated trips"),
 ])
 def test_options_of_generated_trips_are_refused_with_an_input(tmp_path, given, message):
@@ -201,7 +201,7 @@ def test_options_of_generated_trips_are_refused_with_an_input(tmp_path, given, m
     spec = daskgpu.get_pipeline("trips-pipeline")
     with pytest.raises(ParameterError, match=message):
         spec.resolve(input=str(path), **given)
-    python = r"^rows=\.\.\.: apply to generated trips, not to an input=\.\.\.; drop them$"
+    python = r"^rows=\.\.\.: applies to generated trips, not to an input=\.\.\.; drop it$"
     with pytest.raises(ParameterError, match=python):
         spec.workload(CPU2, input=str(path), rows=100)  # the Python API's spelling
     resolved = spec.resolve(input=str(path))
