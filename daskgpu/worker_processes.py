@@ -79,8 +79,21 @@ def _pre_spawn_environ() -> dict[str, str]:
     """
     import dask.config
 
-    environ = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
-    return {str(k): str(v) for k, v in environ.items()}
+    environ = dask.config.get("distributed.nanny.pre-spawn-environ", None)
+    if environ is None:  # distributed, not imported yet, has not added its defaults
+        environ = _distributed_defaults()["distributed"]["nanny"]["pre-spawn-environ"]
+    return {str(k): str(v) for k, v in (environ or {}).items()}
+
+
+def _distributed_defaults() -> dict:
+    """The default settings of distributed, read without importing it (that takes a while)."""
+    import importlib.util
+
+    import yaml
+
+    package = importlib.util.find_spec("distributed").origin
+    with open(os.path.join(os.path.dirname(package), "distributed.yaml")) as f:
+        return yaml.safe_load(f)
 
 
 @contextlib.contextmanager

@@ -57,3 +57,43 @@ def test_an_unknown_start_method_is_one_line():
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "error: daskgpu.worker.cpu-start-method is 'vfork': use forkserver or spawn"]
+
+
+_STARTED_FIRST = """
+import sys
+
+
+def blas_threads():
+    import threadpoolctl
+
+    return sorted({{d["num_threads"] for d in threadpoolctl.threadpool_info()
+                   if d["user_api"] == "blas"}})
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, {root!r})
+    from daskgpu import worker_processes
+
+    worker_processes.start_server("pipelines.mean_pipeline")  # as cli.py run does: first
+    assert "distributed" not in sys.modules
+    import daskgpu
+
+    with daskgpu.cluster(cpu=True, workers=2, threads_per_worker=1, dashboard=False) as session:
+        print(sorted(map(str, session.client.run(blas_threads).values())))
+"""
+
+
+def test_a_server_started_before_distributed_is_imported_still_limits_blas(tmp_path):
+    # The command line starts the server before distributed (and its default settings) load:
+    # the pre-spawn environment must still reach it.
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    script = tmp_path / "started_first.py"
+    script.write_text(_STARTED_FIRST.format(root=str(ROOT)))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "['[1]', '[1]']", proc.stdout
