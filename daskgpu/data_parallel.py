@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from daskgpu.chunking import MAX_BLOCK_BYTES
-from daskgpu.errors import ParameterError
+from daskgpu.errors import DaskGPUError, ParameterError
 
 MAX_SHARDS = 4096  # each step runs one task per shard
 
@@ -153,6 +153,28 @@ def step(client, shards: Sequence, task: Callable, combine: Callable, *args: Any
     total = tree_reduce(client, parts, combine)
     (partial, seconds), = fetch(client, [total])
     return partial, StepTime(time.perf_counter() - began, float(seconds))
+
+
+def run_client(pipeline: str):
+    """The run's client: Dask's configured scheduler (the runner sets it), or the default.
+
+    Raises
+    ------
+    DaskGPUError
+        Where there is no cluster: ``pipeline`` keeps its shards on a cluster's workers.
+    """
+    import dask.config
+
+    scheduler = dask.config.get("scheduler", None)
+    if hasattr(scheduler, "submit"):
+        return scheduler
+    from distributed import get_client
+
+    try:
+        return get_client()
+    except ValueError:
+        raise DaskGPUError(f"{pipeline} keeps its data on a cluster's workers: start one "
+                           "first (daskgpu.cluster())") from None
 
 
 def wait_kept(client, futures: list) -> None:

@@ -5,8 +5,8 @@ imports numpy, dask, distributed and the pipeline again, one per worker, all at 
 ``forkserver`` imports them once, ahead of time (the command line starts it while the client is
 still getting ready), and every worker, and every worker a nanny restarts, is a fork of it: it
 starts without importing anything, and its first tasks run warm. The workers end as they do
-with ``spawn`` (the nanny terminates them; a forked worker is no child of the client, so
-:mod:`daskgpu.interrupts` asks multiprocessing, which knows them, not the process tree). GPU
+with ``spawn`` (the nanny terminates them; a forked worker is the server's child, and the
+server the client's, so a process tree walk from the client still finds it). GPU
 workers keep ``spawn``: CUDA does not survive a fork, and dask-cuda sets each worker's device
 before it starts.
 """

@@ -23,7 +23,7 @@ import numpy as np
 
 from daskgpu import data_parallel
 from daskgpu import output as output_files
-from daskgpu.errors import DaskGPUError, ParameterError
+from daskgpu.errors import ParameterError
 from daskgpu.params import (
     Param,
     choice,
@@ -190,7 +190,7 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
           mutations=MUTATIONS, warm_up=warm_up)
 def prepare(resolved: Resolved) -> Workload:
     """Make the shards on the workers (kept there), and build the task that clusters them."""
-    client = _client()
+    client = data_parallel.run_client("kmeans-pipeline")
     sizes = _sizes(resolved)
     futures = data_parallel.place(client, *_shard_calls(resolved, sizes))
     data_parallel.wait_kept(client, futures)
@@ -256,20 +256,6 @@ def _shard_calls(resolved: Resolved, sizes) -> tuple:
     centres = blob_centres(resolved["seed"], resolved["clusters"], resolved["features"])
     return make_shard, [(resolved["seed"], i, rows, resolved["features"], dtype, library,
                          centres) for i, rows in enumerate(sizes)]
-
-
-def _client():
-    """The run's client: Dask's configured scheduler (the runner sets it), or the default."""
-    scheduler = dask.config.get("scheduler", None)
-    if hasattr(scheduler, "submit"):
-        return scheduler
-    from distributed import get_client
-
-    try:
-        return get_client()
-    except ValueError:
-        raise DaskGPUError("kmeans-pipeline keeps its data on a cluster's workers: start one "
-                           "first (daskgpu.cluster())") from None
 
 
 def present(workload: Workload, raw: dict) -> dict:

@@ -24,7 +24,7 @@ import dask
 import numpy as np
 
 from daskgpu import data_parallel
-from daskgpu.errors import DaskGPUError, ParameterError
+from daskgpu.errors import ParameterError
 from daskgpu.params import (
     Param,
     choice,
@@ -201,7 +201,7 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
           mutations=MUTATIONS)
 def prepare(resolved: Resolved) -> Workload:
     """Make the shards on the workers (kept there), and build the task that trains on them."""
-    client = _client()
+    client = data_parallel.run_client("train-pipeline")
     layout = _layout(resolved)
     make, arguments = _train_calls(resolved, layout)
     if layout["rows"] is None:  # generated: test shards drawn after the training ones
@@ -307,17 +307,3 @@ def _input_context(resolved: Resolved, layout: dict) -> dict | None:
     x, y = resolved.inputs["input"], resolved.inputs["labels"]
     return {"features": x.path, "features_kind": x.kind, "labels": y.path,
             "labels_kind": y.kind, "rows": layout["rows"]}
-
-
-def _client():
-    """The run's client: Dask's configured scheduler (the runner sets it), or the default."""
-    scheduler = dask.config.get("scheduler", None)
-    if hasattr(scheduler, "submit"):
-        return scheduler
-    from distributed import get_client
-
-    try:
-        return get_client()
-    except ValueError:
-        raise DaskGPUError("train-pipeline keeps its data on a cluster's workers: start one "
-                           "first (daskgpu.cluster())") from None
