@@ -23,6 +23,10 @@ from pipelines.train_data import BATCH, TEACHER, TEACHER_SHARPNESS, batch_rows
 
 # Rows of a shard turned into teacher logits at once (float64 temporaries of this many rows).
 LABEL_SLAB = 65_536
+# Bytes of features in one block of a CPU shard's pass: a block stays in the core's cache
+# between its two products (measured: 256 to 2048 rows of 784 float32 alike).
+BLOCK_BYTES = 2 << 20
+MIN_BLOCK_ROWS = 64  # for very wide rows: fewer rows make the products inefficient
 
 
 def teacher_weights(seed: int, features: int, classes: int) -> np.ndarray:
@@ -104,7 +108,17 @@ def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
         scale = y.shape[0] / len(chosen)
         chosen = xp.asarray(chosen)
         x, y = x[chosen], y[chosen]
-    w = xp.asarray(weights)
+    if library == "numpy":
+        total, loss, right = _pass_in_blocks(x, y, np.asarray(weights), gradient)
+    else:
+        total, loss, right = _pass_whole(xp, x, y, xp.asarray(weights), gradient)
+    if gradient:
+        total *= scale
+    return (total, loss * scale, right, int(y.shape[0])), time.perf_counter() - began
+
+
+def _pass_whole(xp, x, y, w, gradient: bool) -> tuple:
+    """Loss, right answers and gradient of all rows at once: two large products (GPU)."""
     logits = x @ w[:-1] + w[-1]
     right = int((xp.argmax(logits, axis=1) == y).sum())
     rows = xp.arange(y.shape[0])
@@ -112,15 +126,51 @@ def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
     exp = xp.exp(logits)
     sums = exp.sum(axis=1)
     loss = float((xp.log(sums) - logits[rows, y]).sum(dtype=np.float64))
-    total = 0.0
-    if gradient:
-        exp /= sums[:, None]  # the class probabilities
-        exp[rows, y] -= 1  # minus the one-hot labels: d loss / d logits
-        total = np.empty(weights.shape, dtype=np.float64)
-        total[:-1] = backends.to_host(x.T @ exp)
-        total[-1] = backends.to_host(exp.sum(axis=0, dtype=np.float64))
-        total *= scale
-    return (total, loss * scale, right, int(y.shape[0])), time.perf_counter() - began
+    if not gradient:
+        return 0.0, loss, right
+    exp /= sums[:, None]  # the class probabilities
+    exp[rows, y] -= 1  # minus the one-hot labels: d loss / d logits
+    total = np.empty(w.shape, dtype=np.float64)
+    total[:-1] = backends.to_host(x.T @ exp)
+    total[-1] = backends.to_host(exp.sum(axis=0, dtype=np.float64))
+    return total, loss, right
+
+
+def _pass_in_blocks(x: np.ndarray, y: np.ndarray, w: np.ndarray, gradient: bool) -> tuple:
+    """:func:`_pass_whole` on CPU, a block of rows at a time.
+
+    A block small enough for the core's cache is read from memory once for both products
+    (logits, then the gradient), where whole-shard products read every row twice; on two
+    cores sharing memory that was 20 % of a step. The gradient is summed in float64.
+    """
+    features, classes = w.shape[0] - 1, w.shape[1]
+    weights, bias = w[:-1], w[-1]
+    block = max(MIN_BLOCK_ROWS, BLOCK_BYTES // max(1, features * x.dtype.itemsize))
+    transposed = np.zeros((classes, features), dtype=np.float64)  # the gradient, transposed
+    bias_gradient = np.zeros(classes, dtype=np.float64)
+    loss, right = 0.0, 0
+    offsets = np.arange(min(block, y.shape[0]))
+    for start in range(0, y.shape[0], block):
+        xb, yb = x[start:start + block], y[start:start + block]
+        rows = offsets[:yb.shape[0]]
+        logits = xb @ weights
+        logits += bias
+        right += int(np.count_nonzero(np.argmax(logits, axis=1) == yb))
+        logits -= logits.max(axis=1, keepdims=True)
+        exp = np.exp(logits)
+        sums = exp.sum(axis=1)
+        loss += float((np.log(sums) - logits[rows, yb]).sum(dtype=np.float64))
+        if gradient:
+            exp /= sums[:, None]
+            exp[rows, yb] -= 1
+            transposed += exp.T @ xb  # (classes, rows) @ (rows, features): BLAS's faster side
+            bias_gradient += exp.sum(axis=0, dtype=np.float64)
+    if not gradient:
+        return 0.0, loss, right
+    total = np.empty(w.shape, dtype=np.float64)
+    total[:-1] = transposed.T
+    total[-1] = bias_gradient
+    return total, loss, right
 
 
 def shard_best(shard: dict) -> float:

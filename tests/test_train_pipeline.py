@@ -487,3 +487,27 @@ def test_a_rising_loss_on_an_input_fails_where_the_rate_is_safe():
     assert train_check._check_descent({**ctx, "batch": 10}, raw, totals, []) is None
     trace = {"gram": np.array([300.0]), "loss_tol": np.zeros(3)}  # the trace: a safe bound
     assert train_check.input_safe_rate(trace["gram"], 100) == pytest.approx(4 / 3)
+
+
+@pytest.mark.parametrize("gradient", [True, False])
+def test_a_cpu_pass_in_blocks_equals_one_over_the_whole_shard(monkeypatch, gradient):
+    """Blocks of 7 rows (the last one short) give the whole shard's sums; ties go to the first
+    class, as argmax's do, so zero weights count the rows labelled 0 as right."""
+    d, k, rows = 11, 4, 100
+    teacher = train_steps.teacher_weights(3, d, k)
+    shard = train_steps.make_shard(3, train_data.TRAIN, 0, rows, d, k, "float32", "numpy",
+                                      teacher)
+    monkeypatch.setattr(train_steps, "BLOCK_BYTES", 7 * d * 4)
+    monkeypatch.setattr(train_steps, "MIN_BLOCK_ROWS", 1)
+    x, y = shard["x"], shard["y"]
+    for w in (np.zeros((d + 1, k), np.float32), (teacher * 0.5).astype(np.float32)):
+        blocked = train_steps._pass_in_blocks(x, y, w, gradient)
+        whole = train_steps._pass_whole(np, x, y, w, gradient)
+        assert blocked[2] == whole[2]
+        assert blocked[1] == pytest.approx(whole[1], rel=1e-6)
+        if gradient:
+            np.testing.assert_allclose(blocked[0], whole[0], rtol=1e-5, atol=1e-5)
+        else:
+            assert blocked[0] == whole[0] == 0.0
+    assert train_steps._pass_in_blocks(x, y, np.zeros((d + 1, k), np.float32),
+                                       False)[2] == int((y == 0).sum())
