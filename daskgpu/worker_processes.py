@@ -20,13 +20,15 @@ import os
 import signal
 import sys
 
-from daskgpu import config as daskgpu_config
 from daskgpu.errors import ClusterError
 
 METHOD_KEY = "distributed.worker.multiprocessing-method"
-# What a CPU worker imports in any run; the pipeline's module is added per run.
-PRELOAD = ("numpy", "dask", "dask.array", "distributed", "daskgpu.worker_setup",
-           "daskgpu.backends")
+METHOD_VARIABLE = "DASKGPU_WORKER__CPU_START_METHOD"  # the setting, from the environment
+# What a CPU worker imports in any run, the environment first; the pipeline's module is added
+# per run.
+PRELOAD = ("daskgpu.fork_server_environment", "numpy", "dask", "dask.array", "distributed",
+           "daskgpu.worker_setup", "daskgpu.backends")
+GPU_OPTIONS = ("--gpus", "--scheduler-address", "--scheduler-file")
 
 
 def wanted() -> bool:
@@ -40,47 +42,91 @@ def wanted() -> bool:
     ClusterError
         For any other setting.
     """
+    from daskgpu import config as daskgpu_config
+
     method = daskgpu_config.get("worker.cpu-start-method")
     if method not in ("forkserver", "spawn"):
         raise ClusterError(f"daskgpu.worker.cpu-start-method is {method!r}: use forkserver or "
                            "spawn")
-    return (method == "forkserver" and sys.platform != "win32"
-            and "forkserver" in multiprocessing.get_all_start_methods())
+    return method == "forkserver" and _platform_has_one()
+
+
+def _platform_has_one() -> bool:
+    return sys.platform != "win32" and "forkserver" in multiprocessing.get_all_start_methods()
 
 
 def start_server(pipeline_module: str | None = None) -> bool:
     """Start the fork server now, importing what a worker needs, unless it runs already.
 
     Returns at once: the server imports in its own process, alongside the caller. Returns
-    whether CPU workers will be forked from it (see :func:`wanted`).
+    whether CPU workers will be forked from it (see :func:`wanted`); where they will not, a
+    server started ahead of the settings (:func:`start_for_command_line`) is stopped.
     """
     if not wanted():
+        _stop_server()
         return False
+    _start([*PRELOAD, *([pipeline_module] if pipeline_module else [])])
+    return True
+
+
+def start_for_command_line(args: list[str], main: bool = False) -> None:
+    """Start the server where ``args`` (a command line's) will run a pipeline on CPU workers.
+
+    A head start, before the program imports anything heavy, dask's settings included: only
+    the environment's ``DASKGPU_WORKER__CPU_START_METHOD`` is read here, and
+    :func:`start_server`, called later with all the settings, stops a server they do not
+    want. CPU workers: ``run NAME`` (or ``bench NAME``) with ``--cpu``, or without any GPU or
+    scheduler option on a machine without a GPU. ``main`` preloads the program itself too
+    (``__main__``), which every worker would otherwise import again as it starts.
+    """
+    if len(args) < 2 or args[0] not in ("run", "bench") or args[1].startswith("-"):
+        return
+    options = {a.split("=")[0] for a in args[2:]}
+    if {"-h", "--help"} & options or not _platform_has_one():
+        return
+    if os.environ.get(METHOD_VARIABLE, "forkserver").strip().lower() != "forkserver":
+        return
+    if "--cpu" not in options:
+        if options & set(GPU_OPTIONS):
+            return
+        from daskgpu import devices
+
+        if devices.inventory().devices:
+            return
+    _start([*(["__main__"] if main else []), *PRELOAD, *_builtin_module(args[1])])
+
+
+def _builtin_module(name: str) -> list[str]:
+    try:
+        from pipelines import BUILTIN
+    except ImportError:  # installed without the built-in pipelines
+        return []
+    return [BUILTIN[name]] if name in BUILTIN else []
+
+
+def _start(preload: list[str]) -> None:
     from multiprocessing import forkserver
 
-    preload = [*PRELOAD, *([pipeline_module] if pipeline_module else [])]
     multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
-    with _environment(_pre_spawn_environ()):
-        forkserver.ensure_running()
+    forkserver.ensure_running()
     if not _stop_at_exit:
         _stop_at_exit.append(True)
         atexit.register(_stop_server)
-    return True
 
 
 _stop_at_exit: list[bool] = []
 
 
-def _pre_spawn_environ() -> dict[str, str]:
+def pre_spawn_environ() -> dict[str, str]:
     """What a nanny sets before it starts a worker: one BLAS/OpenMP thread, malloc trimming.
 
-    The server must have it before it imports numpy: OpenBLAS sizes its pool then, and every
-    fork inherits the pool (a worker's own setting would come too late).
+    ``distributed.nanny.pre-spawn-environ``, from dask's settings, or distributed's defaults
+    where distributed is not imported yet (it adds them to dask's settings as it loads).
     """
     import dask.config
 
     environ = dask.config.get("distributed.nanny.pre-spawn-environ", None)
-    if environ is None:  # distributed, not imported yet, has not added its defaults
+    if environ is None:
         environ = _distributed_defaults()["distributed"]["nanny"]["pre-spawn-environ"]
     return {str(k): str(v) for k, v in (environ or {}).items()}
 
@@ -96,19 +142,28 @@ def _distributed_defaults() -> dict:
         return yaml.safe_load(f)
 
 
-@contextlib.contextmanager
-def _environment(values: dict[str, str]):
-    """``os.environ`` with ``values`` set (the server process inherits it), then as it was."""
-    before = {k: os.environ.get(k) for k in values}
+def apply_pre_spawn_environ() -> None:
+    """Give this process (the fork server, before it imports numpy) :func:`pre_spawn_environ`.
+
+    OpenBLAS and OpenMP size their thread pools as they load, and every fork inherits the
+    pools; glibc reads ``MALLOC_TRIM_THRESHOLD_`` only as a process starts, so it is set
+    through ``mallopt`` too.
+    """
+    values = pre_spawn_environ()
     os.environ.update(values)
+    threshold = values.get("MALLOC_TRIM_THRESHOLD_")
+    if threshold is not None and _glibc():
+        import ctypes
+
+        m_trim_threshold = -1  # glibc's malloc.h
+        ctypes.CDLL(None).mallopt(m_trim_threshold, int(threshold))
+
+
+def _glibc() -> bool:
     try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (ValueError, OSError):
+        return False
 
 
 def _stop_server() -> None:
@@ -146,6 +201,8 @@ def while_running(kind: str) -> dict:
     """
     if kind == "external":
         return {}
+    from daskgpu import config as daskgpu_config
+
     started = {"distributed.deploy.lost-worker-timeout":
                daskgpu_config.get("faults.no-workers-timeout")}
     if kind == "cpu":

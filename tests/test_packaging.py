@@ -116,7 +116,7 @@ def test_installed_package_ships_the_builtin_pipelines_and_the_command():
     project = _pyproject()
     assert "pipelines" in project["tool"]["setuptools"]["packages"]
     assert {"cli", "cli_options"} <= set(project["tool"]["setuptools"]["py-modules"])
-    assert project["project"]["scripts"] == {"daskgpu": "cli:main"}
+    assert project["project"]["scripts"] == {"daskgpu": "cli:entry"}
 
 
 # The Makefile's choice of extra, against a made-up nvidia-smi (shell built-ins only, since PATH

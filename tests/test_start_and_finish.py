@@ -103,8 +103,10 @@ def test_an_unknown_warm_up_is_only_a_missed_head_start():
 
 
 def test_a_command_line_run_reports_every_phase():
+    began = time.perf_counter()
     proc = run_cli("run", "mean-pipeline", "--cpu", "--workers", "1", "--size", "500",
                    "--no-dashboard", "--json")
+    wall = time.perf_counter() - began
     assert proc.returncode == 0, proc.stderr
     timings = json.loads(proc.stdout)["timings"]
     for phase in ("import_s", "cluster_start_s", "build_s", "compute_s", "verify_s", "close_s",
@@ -114,6 +116,33 @@ def test_a_command_line_run_reports_every_phase():
     parts = (timings["import_s"] + timings["cluster_start_s"] + timings["compute_s"]
              + timings["verify_s"] + timings["close_s"])
     assert timings["process_s"] >= parts - 0.05, timings
+    # Measured inside, to the clock tick: not over the wall time seen from outside, and all
+    # but the process's start and its exit (quick: the teardown is skipped)
+    assert wall - 1.0 < timings["process_s"] <= wall + 0.02, (wall, timings)
+
+
+_EXIT = """
+import atexit, sys
+sys.path.insert(0, {root!r})
+atexit.register(lambda: print("torn down"))  # registered before: would run after
+import cli
+atexit.register(cli._exit_now)
+print("said", end="")  # not flushed yet
+{ending}
+"""
+
+
+@pytest.mark.parametrize("ending, code, out", [
+    ('cli._ending["code"] = 5', 5, "said"),  # main() returned 5: exit at once, output kept
+    ('raise SystemExit(4)', 4, "saidtorn down\n"),  # main() never returned: Python's exit
+])
+def test_the_command_exits_without_the_teardown_once_main_returned(tmp_path, ending, code, out):
+    script = tmp_path / "ending.py"
+    script.write_text(_EXIT.format(root=str(ROOT), ending=ending))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stdout == out
 
 
 def test_the_table_shows_import_and_close():

@@ -7,9 +7,11 @@ import os
 
 import dask.config
 import psutil
+import pytest
 from conftest import run_cli
 
 import daskgpu
+from daskgpu import worker_processes
 
 
 def _parents(client) -> set[int]:
@@ -97,3 +99,67 @@ def test_a_server_started_before_distributed_is_imported_still_limits_blas(tmp_p
                           timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "['[1]', '[1]']", proc.stdout
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["run", "mean-pipeline", "--cpu", "--size", "10"], "pipelines.mean_pipeline"),
+    (["bench", "kmeans-pipeline", "--cpu"], "pipelines.kmeans_pipeline"),
+    (["run", "mean-pipeline"], "pipelines.mean_pipeline"),  # no GPU here (fake NVML below)
+    (["run", "no-such-pipeline", "--cpu"], None),  # starts; nothing of the pipeline's
+    (["run", "mean-pipeline", "--gpus", "0"], False),
+    (["run", "mean-pipeline", "--scheduler-address=tcp://h:8786"], False),
+    (["run", "mean-pipeline", "--cpu", "--help"], False),
+    (["list"], False),
+    (["run"], False),
+])
+def test_the_command_line_starts_the_server_only_where_it_will_fork_cpu_workers(
+        monkeypatch, argv, expected):
+    from daskgpu import devices
+
+    started = []
+    monkeypatch.setattr(worker_processes, "_start", started.append)
+    monkeypatch.setattr(devices, "inventory", lambda: devices.Inventory((), "no GPU"))
+    monkeypatch.delenv(worker_processes.METHOD_VARIABLE, raising=False)
+    worker_processes.start_for_command_line(argv, main=True)
+    if expected is False:
+        assert started == []
+        return
+    (preload,) = started
+    assert preload[0] == "__main__"  # the program first: it is what imports the rest
+    assert preload[1] == "daskgpu.fork_server_environment"  # before numpy
+    assert preload.index("daskgpu.fork_server_environment") < preload.index("numpy")
+    assert (preload[-1] == expected) if expected else preload[-1] == "daskgpu.backends"
+
+
+def test_a_gpu_or_a_spawn_setting_keeps_the_command_line_from_starting_one(monkeypatch):
+    from daskgpu import devices
+
+    started = []
+    monkeypatch.setattr(worker_processes, "_start", started.append)
+    monkeypatch.setattr(devices, "inventory", lambda: devices.Inventory(("a GPU",)))
+    worker_processes.start_for_command_line(["run", "mean-pipeline"])
+    assert started == []  # GPU workers spawn
+    worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"])
+    assert len(started) == 1 and "__main__" not in started[0]
+    monkeypatch.setenv(worker_processes.METHOD_VARIABLE, "spawn")
+    worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"])
+    assert len(started) == 1
+
+
+def test_a_server_the_settings_do_not_want_is_stopped(monkeypatch):
+    stopped = []
+    monkeypatch.setattr(worker_processes, "_stop_server", lambda: stopped.append(True))
+    with dask.config.set({"daskgpu.worker.cpu-start-method": "spawn"}):
+        assert worker_processes.start_server("pipelines.mean_pipeline") is False
+    assert stopped == [True]
+
+
+def test_the_server_takes_distributeds_pre_spawn_environment_as_it_starts(monkeypatch):
+    environ = worker_processes.pre_spawn_environ()
+    assert environ["OMP_NUM_THREADS"] == "1" and environ["OPENBLAS_NUM_THREADS"] == "1"
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": {"OMP_NUM_THREADS": 3}}):
+        assert worker_processes.pre_spawn_environ() == {"OMP_NUM_THREADS": "3"}
+    for key in environ:
+        monkeypatch.delenv(key, raising=False)
+    worker_processes.apply_pre_spawn_environ()
+    assert {k: os.environ[k] for k in environ} == environ
