@@ -68,6 +68,8 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
     chosen = plan(dashboard=dashboard, **options)
     if chosen.kind == "cpu":  # unless started already (start_for_command_line)
         worker_processes.start_server(spec.prepare.__module__)
+    else:  # one started ahead, for CPU workers that will not come
+        worker_processes.stop_server()
     from daskgpu import dashboard as dashboards
     from daskgpu import runner
     from daskgpu import session as sessions

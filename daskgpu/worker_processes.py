@@ -63,7 +63,7 @@ def start_server(pipeline_module: str | None = None) -> bool:
     server started ahead of the settings (:func:`start_for_command_line`) is stopped.
     """
     if not wanted():
-        _stop_server()
+        stop_server()
         return False
     _start([*PRELOAD, *([pipeline_module] if pipeline_module else [])])
     return True
@@ -91,9 +91,14 @@ def start_for_command_line(args: list[str], main: bool = False) -> None:
             return
         from daskgpu import devices
 
-        if devices.inventory().devices:
+        if _nvidia_driver_present() and devices.inventory().devices:
             return
     _start([*(["__main__"] if main else []), *PRELOAD, *_builtin_module(args[1])])
+
+
+def _nvidia_driver_present() -> bool:
+    """False where Linux has no NVIDIA control device: NVML would find no GPU (no need to ask)."""
+    return not sys.platform.startswith("linux") or os.path.exists("/dev/nvidiactl")
 
 
 def _builtin_module(name: str) -> list[str]:
@@ -111,7 +116,7 @@ def _start(preload: list[str]) -> None:
     forkserver.ensure_running()
     if not _stop_at_exit:
         _stop_at_exit.append(True)
-        atexit.register(_stop_server)
+        atexit.register(stop_server)
 
 
 _stop_at_exit: list[bool] = []
@@ -166,7 +171,8 @@ def _glibc() -> bool:
         return False
 
 
-def _stop_server() -> None:
+def stop_server() -> None:
+    """Stop the fork server, if this process started one (at exit, or where none is wanted)."""
     # The server leaves by itself once this process is gone, but only after its imports: a
     # process that ends early (bad input, Ctrl-C) would leave it behind for a moment.
     from multiprocessing import forkserver

@@ -137,6 +137,7 @@ def test_a_gpu_or_a_spawn_setting_keeps_the_command_line_from_starting_one(monke
     started = []
     monkeypatch.setattr(worker_processes, "_start", started.append)
     monkeypatch.setattr(devices, "inventory", lambda: devices.Inventory(("a GPU",)))
+    monkeypatch.setattr(worker_processes, "_nvidia_driver_present", lambda: True)
     worker_processes.start_for_command_line(["run", "mean-pipeline"])
     assert started == []  # GPU workers spawn
     worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"])
@@ -144,11 +145,16 @@ def test_a_gpu_or_a_spawn_setting_keeps_the_command_line_from_starting_one(monke
     monkeypatch.setenv(worker_processes.METHOD_VARIABLE, "spawn")
     worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"])
     assert len(started) == 1
+    # No NVIDIA control device: no need to ask NVML (it could find no GPU)
+    monkeypatch.delenv(worker_processes.METHOD_VARIABLE)
+    monkeypatch.setattr(worker_processes, "_nvidia_driver_present", lambda: False)
+    worker_processes.start_for_command_line(["run", "mean-pipeline"])
+    assert len(started) == 2
 
 
 def test_a_server_the_settings_do_not_want_is_stopped(monkeypatch):
     stopped = []
-    monkeypatch.setattr(worker_processes, "_stop_server", lambda: stopped.append(True))
+    monkeypatch.setattr(worker_processes, "stop_server", lambda: stopped.append(True))
     with dask.config.set({"daskgpu.worker.cpu-start-method": "spawn"}):
         assert worker_processes.start_server("pipelines.mean_pipeline") is False
     assert stopped == [True]
