@@ -29,6 +29,9 @@ METHOD_VARIABLE = "DASKGPU_WORKER__CPU_START_METHOD"  # the setting, from the en
 PRELOAD = ("daskgpu.fork_server_environment", "numpy", "dask", "dask.array", "distributed",
            "daskgpu.worker_setup", "daskgpu.backends")
 GPU_OPTIONS = ("--gpus", "--scheduler-address", "--scheduler-file")
+# The program the server imports as multiprocessing's __mp_main__ (see daskgpu.fork_server_main)
+MAIN_MODULE = "daskgpu.fork_server_main"
+MAIN_VARIABLE = "DASKGPU_FORK_SERVER_MAIN"
 
 
 def wanted() -> bool:
@@ -76,8 +79,9 @@ def start_for_command_line(args: list[str], main: bool = False) -> None:
     the environment's ``DASKGPU_WORKER__CPU_START_METHOD`` is read here, and
     :func:`start_server`, called later with all the settings, stops a server they do not
     want. CPU workers: ``run NAME`` (or ``bench NAME``) with ``--cpu``, or without any GPU or
-    scheduler option on a machine without a GPU. ``main`` preloads the program itself too
-    (``__main__``), which every worker would otherwise import again as it starts.
+    scheduler option on a machine without a GPU. ``main`` preloads the program itself too (its
+    ``__main__`` file, :mod:`daskgpu.fork_server_main`), which every worker would otherwise
+    import again as it starts.
     """
     if len(args) < 2 or args[0] not in ("run", "bench") or args[1].startswith("-"):
         return
@@ -93,7 +97,8 @@ def start_for_command_line(args: list[str], main: bool = False) -> None:
 
         if _nvidia_driver_present() and devices.inventory().devices:
             return
-    _start([*(["__main__"] if main else []), *PRELOAD, *_builtin_module(args[1])])
+    _start([*PRELOAD, *_builtin_module(args[1]), *([MAIN_MODULE] if main else [])],
+           _main_program() if main else None)
 
 
 def _nvidia_driver_present() -> bool:
@@ -109,11 +114,18 @@ def _builtin_module(name: str) -> list[str]:
     return [BUILTIN[name]] if name in BUILTIN else []
 
 
-def _start(preload: list[str]) -> None:
+def _main_program() -> str | None:
+    """The running program's file, as multiprocessing names it to the processes it starts."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return os.path.normpath(os.path.abspath(path)) if path else None
+
+
+def _start(preload: list[str], main_program: str | None = None) -> None:
     from multiprocessing import forkserver
 
     multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
-    forkserver.ensure_running()
+    with _environment({MAIN_VARIABLE: main_program} if main_program else {}):
+        forkserver.ensure_running()
     if not _stop_at_exit:
         _stop_at_exit.append(True)
         atexit.register(stop_server)
@@ -169,6 +181,21 @@ def _glibc() -> bool:
         return bool(os.confstr("CS_GNU_LIBC_VERSION"))
     except (ValueError, OSError):
         return False
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    """``os.environ`` with ``values`` set, then as it was: a process started inside has them."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def stop_server() -> None:

@@ -117,7 +117,7 @@ def test_the_command_line_starts_the_server_only_where_it_will_fork_cpu_workers(
     from daskgpu import devices
 
     started = []
-    monkeypatch.setattr(worker_processes, "_start", started.append)
+    monkeypatch.setattr(worker_processes, "_start", lambda preload, main: started.append(preload))
     monkeypatch.setattr(devices, "inventory", lambda: devices.Inventory((), "no GPU"))
     monkeypatch.delenv(worker_processes.METHOD_VARIABLE, raising=False)
     worker_processes.start_for_command_line(argv, main=True)
@@ -125,23 +125,22 @@ def test_the_command_line_starts_the_server_only_where_it_will_fork_cpu_workers(
         assert started == []
         return
     (preload,) = started
-    assert preload[0] == "__main__"  # the program first: it is what imports the rest
-    assert preload[1] == "daskgpu.fork_server_environment"  # before numpy
-    assert preload.index("daskgpu.fork_server_environment") < preload.index("numpy")
-    assert (preload[-1] == expected) if expected else preload[-1] == "daskgpu.backends"
+    assert preload[0] == "daskgpu.fork_server_environment"  # before numpy
+    assert preload[-1] == "daskgpu.fork_server_main"  # the program, last
+    assert (preload[-2] == expected) if expected else preload[-2] == "daskgpu.backends"
 
 
 def test_a_gpu_or_a_spawn_setting_keeps_the_command_line_from_starting_one(monkeypatch):
     from daskgpu import devices
 
     started = []
-    monkeypatch.setattr(worker_processes, "_start", started.append)
+    monkeypatch.setattr(worker_processes, "_start", lambda preload, main: started.append(preload))
     monkeypatch.setattr(devices, "inventory", lambda: devices.Inventory(("a GPU",)))
     monkeypatch.setattr(worker_processes, "_nvidia_driver_present", lambda: True)
     worker_processes.start_for_command_line(["run", "mean-pipeline"])
     assert started == []  # GPU workers spawn
     worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"])
-    assert len(started) == 1 and "__main__" not in started[0]
+    assert len(started) == 1 and "daskgpu.fork_server_main" not in started[0]
     monkeypatch.setenv(worker_processes.METHOD_VARIABLE, "spawn")
     worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"])
     assert len(started) == 1
@@ -169,3 +168,44 @@ def test_the_server_takes_distributeds_pre_spawn_environment_as_it_starts(monkey
         monkeypatch.delenv(key, raising=False)
     worker_processes.apply_pre_spawn_environ()
     assert {k: os.environ[k] for k in environ} == environ
+
+
+_PRELOADED_MAIN = """
+import os
+import sys
+
+IMPORTED_IN = os.getpid()  # where multiprocessing imported this file (as __mp_main__)
+
+
+def imported_where():
+    main = sys.modules["__mp_main__"]
+    return ("server" if main.IMPORTED_IN == os.getppid()
+            else "worker" if main.IMPORTED_IN == os.getpid() else "elsewhere")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, {root!r})
+    from daskgpu import worker_processes
+
+    worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"], main=True)
+    import daskgpu
+
+    with daskgpu.cluster(cpu=True, workers=2, threads_per_worker=1, dashboard=False) as session:
+        print(sorted(session.client.run(imported_where).values()))
+"""
+
+
+def test_workers_forked_for_a_command_line_find_its_program_imported(tmp_path):
+    # The server imported the program (cli.py, here a script alike) as multiprocessing's
+    # __mp_main__: a worker forked from it does not import the program again.
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    script = tmp_path / "preloaded_main.py"
+    script.write_text(_PRELOADED_MAIN.format(root=str(ROOT)))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "['server', 'server']", proc.stdout
