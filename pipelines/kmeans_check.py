@@ -5,7 +5,11 @@ per-shard seeds, its own way, with every value in float64, over all points:
 
 - the iterations stop as the rule says: every shift but the last over ``--tol``, and the last
   one within it unless ``--max-iter`` iterations ran; random initial centroids are the seeded
-  points of the data;
+  points of the data; a k-means|| initialisation is checked from what it reports choosing
+  (:mod:`pipelines.kmeans_check_init`): candidates that are the data's points, sampled as their
+  seeded draws and the recomputed costs say, weights recomputed over all points, initial
+  centroids a fixed point of weighted Lloyd on them, and (generated blobs, as many centroids as
+  blobs) every blob seeded once;
 - every iteration is one Lloyd step: each reported centroid is the mean of the points nearest
   the previous centroids (the previous centroid where none is), so the final centroids are a
   fixed point within ``--tol`` of the step that gave them; every reported inertia is that of
@@ -26,7 +30,7 @@ float64 terms follow Higham and Mary's probabilistic bound, ``LAMBDA * sqrt(n) *
 
 It shares no code with the run (:mod:`pipelines.kmeans_pipeline`, :mod:`pipelines.kmeans_steps`,
 the kernel, :mod:`daskgpu.data_parallel`): it takes from :mod:`pipelines.kmeans_data` only the
-scheme's constants. ``MUTATIONS`` are the wrong results it must reject.
+scheme's constants. :mod:`pipelines.kmeans_mutations` holds the wrong results it must reject.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ import dask
 import numpy as np
 
 from daskgpu.backends import to_host
-from daskgpu.registry import Mutation, Verification, Workload
+from daskgpu.registry import Verification, Workload
+from pipelines import kmeans_check_init as init_checks
 from pipelines.kmeans_data import CENTRE_TRIES, CENTRES, INIT, POINTS, SEPARATION, half_width
 
 LAMBDA = 9.0
@@ -54,10 +59,12 @@ def verify(workload: Workload, raw) -> Verification:
     """
     ctx = workload.context
     failure = _check_structure(ctx, raw) or _check_stop(ctx, raw)
+    if not failure and ctx["init"] != "random":
+        failure = init_checks.check_reported(ctx, raw.get("init"))
     if failure:
         return Verification(False, failure)
     trajectory = np.asarray(raw["centroids"], dtype=np.float64)
-    totals = _recompute(ctx, trajectory)
+    totals = _recompute(ctx, trajectory, raw.get("init") if ctx["init"] != "random" else None)
     for check in (_check_init, _check_steps, _check_inertias, _check_descent):
         failure = check(ctx, raw, totals)
         if failure:
@@ -69,9 +76,9 @@ def verify(workload: Workload, raw) -> Verification:
     after = _lloyd(trajectory[-1], totals, iterations)[0]
     move = float(np.sqrt(((after - trajectory[-1]) ** 2).sum(axis=1)).max())
     return Verification(True, (
-        f"all {iterations} iterations recomputed in float64 on all {ctx['samples']} points "
-        f"agree; {iterations + 1} inertias agree and never increase; one more step would move "
-        f"the centroids by {move:.3g}; {found}"))
+        f"{totals['init_words']}; all {iterations} iterations recomputed in float64 on all "
+        f"{ctx['samples']} points agree; {iterations + 1} inertias agree and never increase; "
+        f"one more step would move the centroids by {move:.3g}; {found}"))
 
 
 # --------------------------------------------------------------------------- the replay
@@ -103,16 +110,39 @@ def _read(source: dict, start: int, rows: int, dtype: str, xp):
     return xp.asarray(np.asarray(points[start:start + rows]).astype(dtype))
 
 
+def _near_sets(x, x_norm2, c, c_norm2, unit: float, xp) -> tuple:
+    """Each point's nearest of the rows of ``c`` and those within rounding of it.
+
+    Returns the float64 distances, the nearest, its distance and error allowance, the
+    allowances, and ``shared``: the rows a point with a rounding tie may be nearest.
+    """
+    d = x.shape[1]
+    dist = xp.maximum(x_norm2[:, None] - 2 * (x @ c.T) + c_norm2, 0)
+    mine = 2 * (d + 2) * EPS64 * (x_norm2[:, None] + c_norm2)
+    err = (mine + (d + 3) * unit * dist + 2.5 * unit * xp.sqrt(dist * c_norm2)
+           + 2 * unit ** 2 * c_norm2)
+    best = xp.argmin(dist, axis=1)
+    low = xp.take_along_axis(dist, best[:, None], axis=1)[:, 0]
+    low_err = xp.take_along_axis(err, best[:, None], axis=1)[:, 0]
+    within = (dist - low[:, None]) <= err + low_err[:, None]
+    shared = within & (within.sum(axis=1) > 1)[:, None]
+    return best, low, low_err, err, within, shared, dist
+
+
 def shard_totals(seed: int, index: int, rows: int, clusters: int, dtype: str, library: str,
                  trajectory: np.ndarray, picked: np.ndarray, source: dict | None = None,
-                 start: int = 0) -> dict:
+                 start: int = 0, candidates: np.ndarray | None = None,
+                 sampling: dict | None = None) -> dict:
     """Redraw (or read) shard ``index`` and total, in float64, what the checks compare.
 
     For each centroids ``trajectory[t]``: per centroid, the points nearest it, their sum, the
     sum of their magnitudes, and (``near``, ``near_abs``) the points that may be nearest it
-    within rounding; the inertia and its rounding allowance. And the points at ``picked``.
-    With ``source`` (an input's path and kind) the shard is its rows from ``start``. Runs on
-    a worker.
+    within rounding; the inertia and its rounding allowance. The points at ``picked``. For
+    ``candidates`` (k-means||'s): the points nearest each (``weights``) and those that may be
+    by a rounding tie (``weights_near``), and with ``sampling`` (the shard's
+    :func:`pipelines.kmeans_check_init.sampling_plan`) its sampling replayed. Generated
+    points: the points of each blob (``blob_points``). With ``source`` (an input's path and
+    kind) the shard is its rows from ``start``. Runs on a worker.
     """
     xp = importlib.import_module(library)
     steps, k, d = trajectory.shape
@@ -124,9 +154,14 @@ def shard_totals(seed: int, index: int, rows: int, clusters: int, dtype: str, li
         points = rng.standard_normal((rows, d), dtype=dtype)
         points += xp.asarray(_centres(seed, clusters, d).astype(dtype))[blob]
         counted = points
+        blob_points = to_host(xp.bincount(blob, minlength=clusters)).astype(np.float64)
+        local = np.arange(rows)
     else:
         points = _read(source, start, rows, dtype, xp)
-        counted = points[xp.isfinite(points).all(axis=1)]
+        finite = xp.isfinite(points).all(axis=1)
+        counted = points[finite]
+        blob_points = None
+        local = np.flatnonzero(to_host(finite))
     unit = float(np.finfo(dtype).eps) / 2
     c = xp.asarray(trajectory)
     c_norm2 = (c ** 2).sum(axis=2)  # (steps, k)
@@ -134,20 +169,29 @@ def shard_totals(seed: int, index: int, rows: int, clusters: int, dtype: str, li
     for name in ("sums", "abs_sums", "near_abs"):
         out[name] = xp.zeros((steps, k, d))
     out["inertia"], out["inertia_tol"] = xp.zeros(steps), xp.zeros(steps)
+    part = SLAB
+    if candidates is not None:
+        cand = xp.asarray(candidates)
+        cand_norm2 = (cand ** 2).sum(axis=1)
+        out["weights"], out["weights_near"] = xp.zeros(len(cand)), xp.zeros(len(cand))
+        part = max(256, (1 << 22) // max(len(cand), 1))  # bounds the distances held at once
+        replay = init_checks.Replay(sampling) if sampling is not None else None
     for first in range(0, counted.shape[0], SLAB):
         x = counted[first:first + SLAB].astype(np.float64)
         ax = xp.abs(x)
         x_norm2 = (x ** 2).sum(axis=1)
+        for lo in range(0, x.shape[0] if candidates is not None else 0, part):
+            nearest, _, _, err, _, shared, dist = _near_sets(
+                x[lo:lo + part], x_norm2[lo:lo + part], cand, cand_norm2, unit, xp)
+            out["weights"] += xp.bincount(nearest, minlength=len(cand))
+            out["weights_near"] += shared.sum(axis=0)
+            if replay is not None:
+                at = first + lo
+                replay.add(local[at:at + len(nearest)], dist, err, x_norm2[lo:lo + part],
+                           cand_norm2, xp)
         for t in range(steps):
-            dist = xp.maximum(x_norm2[:, None] - 2 * (x @ c[t].T) + c_norm2[t], 0)
-            mine = 2 * (d + 2) * EPS64 * (x_norm2[:, None] + c_norm2[t])
-            err = (mine + (d + 3) * unit * dist + 2.5 * unit * xp.sqrt(dist * c_norm2[t])
-                   + 2 * unit ** 2 * c_norm2[t])
-            best = xp.argmin(dist, axis=1)
-            low = xp.take_along_axis(dist, best[:, None], axis=1)[:, 0]
-            low_err = xp.take_along_axis(err, best[:, None], axis=1)[:, 0]
-            within = (dist - low[:, None]) <= err + low_err[:, None]
-            shared = within & (within.sum(axis=1) > 1)[:, None]
+            best, low, low_err, err, within, shared, _ = _near_sets(
+                x, x_norm2, c[t], c_norm2[t], unit, xp)
             onehot = (best[:, None] == xp.arange(k)[None]).astype(np.float64)
             out["counts"][t] += onehot.sum(axis=0)
             out["sums"][t] += onehot.T @ x
@@ -159,6 +203,10 @@ def shard_totals(seed: int, index: int, rows: int, clusters: int, dtype: str, li
     total = {name: to_host(value) for name, value in out.items()}
     total["inertia_tol"] += LAMBDA * math.sqrt(max(rows, 1)) * EPS64 * total["inertia"]
     total["picked"] = to_host(points[xp.asarray(picked)].astype(np.float64))
+    if blob_points is not None:
+        total["blob_points"] = blob_points
+    if candidates is not None and sampling is not None:
+        total.update(replay.totals(start))
     return total
 
 
@@ -167,23 +215,35 @@ def _init_rows(ctx: dict) -> np.ndarray:
     return rng.choice(ctx["samples"], size=ctx["k"], replace=False)
 
 
-def _recompute(ctx: dict, trajectory: np.ndarray) -> dict:
-    """Totals of :func:`shard_totals` over all shards; the initial points in centroid order."""
-    rows = _init_rows(ctx) if ctx["init"] == "random" else np.zeros(0, np.int64)
+def _recompute(ctx: dict, trajectory: np.ndarray, chosen: dict | None = None) -> dict:
+    """Totals of :func:`shard_totals` over all shards; the points picked, in their order.
+
+    Random initialisation: the seeded points (``init``); k-means|| (``chosen``, the reported
+    candidates): the points at the candidates' rows (``candidates``).
+    """
+    if chosen is None:
+        rows, candidates = _init_rows(ctx), None
+    else:
+        rows = np.asarray(chosen["rows"], dtype=np.int64)
+        candidates = np.asarray(chosen["points"], dtype=np.float64)
     edges = np.cumsum((0, *ctx["sizes"]))
+    plans = (init_checks.sampling_plan(ctx, chosen, edges) if chosen is not None
+             else [None] * len(ctx["sizes"]))
     tasks, positions = [], []
     for i, size in enumerate(ctx["sizes"]):
         mine = np.flatnonzero((rows >= edges[i]) & (rows < edges[i + 1]))
         positions.append(mine)
         tasks.append(dask.delayed(shard_totals, pure=True)(
             ctx["seed"], i, size, ctx["clusters"], ctx["dtype"], ctx["library"], trajectory,
-            rows[mine] - edges[i], ctx.get("input"), int(edges[i])))
+            rows[mine] - edges[i], ctx.get("input"), int(edges[i]), candidates, plans[i]))
     done = dask.compute(*tasks)
-    totals = {key: sum(part[key] for part in done) for key in done[0] if key != "picked"}
-    totals["init"] = None
-    if len(rows):
-        totals["init"] = np.empty((len(rows), ctx["features"]))
-        totals["init"][np.concatenate(positions)] = np.concatenate([p["picked"] for p in done])
+    totals = {key: sum(part[key] for part in done) for key in done[0]
+              if key not in ("picked", "first_wrong")}
+    totals["first_wrong"] = [part["first_wrong"] for part in done if "first_wrong" in part]
+    picked = np.empty((len(rows), ctx["features"]))
+    picked[np.concatenate(positions)] = np.concatenate([p["picked"] for p in done])
+    totals["init"] = picked if chosen is None else None
+    totals["candidates"] = picked if chosen is not None else None
     return totals
 
 
@@ -226,14 +286,37 @@ def _check_stop(ctx: dict, raw) -> str | None:
 
 
 def _check_init(ctx: dict, raw, totals: dict) -> str | None:
-    if totals["init"] is None:
-        return None
+    """Random: the seeded points; k-means||: :mod:`pipelines.kmeans_check_init`'s checks.
+
+    Says what was established in ``totals["init_words"]``.
+    """
     first = np.asarray(raw["centroids"][0], dtype=np.float64)
-    if not np.array_equal(first, totals["init"]):
-        j = int(np.flatnonzero((first != totals["init"]).any(axis=1))[0])
-        return (f"initial centroid {j} is {first[j][:3].tolist()}..., the seeded point "
-                f"{totals['init'][j][:3].tolist()}... expected")
-    return None
+    if totals["init"] is not None:
+        totals["init_words"] = f"the {ctx['k']} initial centroids are the seeded points"
+        if not np.array_equal(first, totals["init"]):
+            j = int(np.flatnonzero((first != totals["init"]).any(axis=1))[0])
+            return (f"initial centroid {j} is {first[j][:3].tolist()}..., the seeded point "
+                    f"{totals['init'][j][:3].tolist()}... expected")
+        return None
+    chosen = raw["init"]
+    failure = (init_checks.check_points(ctx, chosen, totals["candidates"])
+               or init_checks.check_sampling(ctx, chosen, totals)
+               or init_checks.check_weights(chosen, totals["weights"], totals["weights_near"],
+                                            float(totals["counts"][0].sum()))
+               or init_checks.check_fixed_point(chosen, first))
+    if failure:
+        return failure
+    words = (f"the {len(chosen['rows'])} k-means|| candidates are points of the data, sampled "
+             f"as their seeded draws say in {len(chosen['costs'])} rounds of the costs "
+             "recomputed, their weights recomputed agree, the initial centroids are a fixed "
+             "point of weighted Lloyd on them")
+    if ctx.get("input") is None and ctx["k"] == ctx["clusters"]:
+        failure, said = init_checks.check_seeded_blobs(
+            first, _centres(ctx["seed"], ctx["clusters"], ctx["features"]),
+            totals["blob_points"])
+        words += f"; {said}"
+    totals["init_words"] = words
+    return failure
 
 
 def _lloyd(previous: np.ndarray, totals: dict, t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -307,39 +390,3 @@ def _check_centres(ctx: dict, final: np.ndarray, totals: dict) -> str:
             return (f"centroid {j} is {off[f]:.3g} from its blob's true centre in feature {f}; "
                     f"within {bound:.3g} ({z:.1f} standard errors) expected")
     return f"every blob's true centre found within {z:.1f} standard errors"
-
-
-# --------------------------------------------------------------------------- mutations
-
-
-def _moved_centroid(raw: dict) -> dict:
-    trajectory = np.array(raw["centroids"], dtype=np.float64, copy=True)
-    trajectory[-1, 0, 0] += 0.01
-    return {**raw, "centroids": trajectory}
-
-
-def _altered_inertia(raw: dict) -> dict:
-    inertias = np.array(raw["inertias"], dtype=np.float64, copy=True)
-    inertias[len(inertias) // 2] *= 1.01
-    return {**raw, "inertias": inertias}
-
-
-def _stopped_early(raw: dict) -> dict:
-    return {**raw, "centroids": np.asarray(raw["centroids"])[:-1],
-            "inertias": np.asarray(raw["inertias"])[:-1], "iterations": raw["iterations"] - 1}
-
-
-def _moved_start(raw: dict) -> dict:
-    trajectory = np.array(raw["centroids"], dtype=np.float64, copy=True)
-    trajectory[0, -1] += 0.5
-    return {**raw, "centroids": trajectory}
-
-
-MUTATIONS = (
-    Mutation("a final centroid moved by 0.01", _moved_centroid, "centroid"),
-    Mutation("an inertia altered by 1 %", _altered_inertia, "inertia"),
-    Mutation("iterations miscounted", lambda raw: {**raw, "iterations": raw["iterations"] + 1},
-             "iterations"),
-    Mutation("stopped one iteration early", _stopped_early, "iterations"),
-    Mutation("an initial centroid moved", _moved_start, "initial"),
-)

@@ -19,6 +19,11 @@ SEPARATION = 12.0
 #: Centres are drawn uniformly in a cube of half-width ``SEPARATION * clusters ** (1 / d)``,
 #: each redrawn (at most this many times in all, per centre) until far enough from the others.
 CENTRE_TRIES = 10_000
+#: k-means|| (``--init k-means||``): sampling rounds after the seeded first point, and the
+#: expected points sampled per round in multiples of ``k`` (each point with probability
+#: ``KMEANS_PARALLEL_OVERSAMPLING * k * D^2 / cost``).
+KMEANS_PARALLEL_ROUNDS = 5
+KMEANS_PARALLEL_OVERSAMPLING = 2
 
 
 def shard_sizes(rows: int, per_shard: int) -> tuple[int, ...]:

@@ -10,7 +10,9 @@ driver (:mod:`daskgpu.data_parallel`); the initialisation and the iterations are
 (``compute_s``). A centroid that no point is nearest keeps its place (the empty-cluster rule).
 It stops when no centroid moves more than ``--tol`` or after ``--max-iter`` iterations.
 With ``--input`` the points are read from a ``.npy`` file or Zarr array instead, each shard a
-range of its rows read on its worker (:mod:`pipelines.kmeans_input`).
+range of its rows read on its worker (:mod:`pipelines.kmeans_input`). The result reports what the
+initialisation chose (``init``: k-means||'s candidates as global rows, their points, weights,
+sampling rounds and costs), small, so that it can be checked.
 :mod:`pipelines.kmeans_check` verifies every iteration on data it draws again its own way.
 """
 
@@ -36,15 +38,15 @@ from daskgpu.params import (
 )
 from daskgpu.registry import Resolved, Workload, pipeline
 from daskgpu.timing import timed
-from pipelines.kmeans_check import MUTATIONS, verify
+from pipelines.kmeans_baseline import InProcess, one_process_lloyd
+from pipelines.kmeans_check import verify
 from pipelines.kmeans_data import shard_sizes
 from pipelines.kmeans_input import make_input_shard, open_input, reader_of
+from pipelines.kmeans_mutations import MUTATIONS
 from pipelines.kmeans_steps import (
-    InProcess,
     blob_centres,
     initial_centroids,
     make_shard,
-    one_process_lloyd,
     run,
 )
 
@@ -171,7 +173,7 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     """Seconds and answer of Lloyd's iterations in one process with NumPy, same init and stop.
 
     The shards are drawn as the run draws them and the initial centroids found on them as the
-    run finds them (untimed); then :func:`pipelines.kmeans_steps.one_process_lloyd` is timed:
+    run finds them (untimed); then :func:`pipelines.kmeans_baseline.one_process_lloyd` is timed:
     every shard's distances to the centroids by broadcasting in the data's dtype, the nearest
     (lowest index on ties), the means.
     """
@@ -179,8 +181,8 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     xp = importlib.import_module(resolved.backend.array_library)
     make, arguments = _shard_calls(resolved, sizes)
     shards = [make(*args) for args in arguments]
-    start = initial_centroids(InProcess(), shards, sizes, resolved["seed"], resolved["k"],
-                              resolved["init"])
+    start, _ = initial_centroids(InProcess(), shards, sizes, resolved["seed"], resolved["k"],
+                                 resolved["init"])
     seconds, answer = timed(resolved.backend, lambda: one_process_lloyd(
         shards, start, resolved["max_iter"], resolved["tol"], xp))
     return seconds, _value(answer)
@@ -278,6 +280,7 @@ def present(workload: Workload, raw: dict) -> dict:
         "inertia per iteration": _sparkline(inertias),
         "iteration time": f"{wall:.4g} s median of {len(raw['step_s'])}: {computing:.4g} s "
                           f"computing, {max(0.0, wall - computing):.4g} s communicating",
+        "initialisation": _chosen(workload.context["init"], raw["init"]),
         "init_s": float(raw["init_s"]),
         "iteration_s": wall,
         "iteration_compute_s": computing,
@@ -285,6 +288,13 @@ def present(workload: Workload, raw: dict) -> dict:
         "cluster sizes": np.asarray(raw["counts"]),
     })
     return _value(raw)
+
+
+def _chosen(method: str, chosen: dict) -> str:
+    if method == "random":
+        return f"random: {len(chosen['rows'])} seeded points"
+    return (f"k-means||: {len(chosen['rows'])} candidates sampled in {len(chosen['costs'])} "
+            "rounds, reduced to k by weighted k-means")
 
 
 def _value(raw: dict) -> dict:

@@ -26,14 +26,17 @@ from pipelines.kmeans_data import (
     CENTRE_TRIES,
     CENTRES,
     INIT,
+    KMEANS_PARALLEL_OVERSAMPLING,
+    KMEANS_PARALLEL_ROUNDS,
     POINTS,
     SEPARATION,
     half_width,
 )
 
-# k-means||: rounds of sampling, and points sampled per round per centroid wanted.
-KMEANS_PARALLEL_ROUNDS = 5
-KMEANS_PARALLEL_OVERSAMPLING = 2
+# Most weighted Lloyd steps reducing the candidates to k (they stop at a fixed point first).
+WEIGHTED_MAX_STEPS = 200
+# Seeded reductions of the candidates to k tried; the one of least weighted inertia is kept.
+WEIGHTED_TRIES = 5
 # Rows whose distances k-means|| computes at once on a worker.
 SLAB = 65_536
 
@@ -122,73 +125,134 @@ def gather_rows(client, shards, sizes, rows) -> np.ndarray:
     return out
 
 
-def initial_centroids(client, shards, sizes, seed: int, k: int, method: str) -> np.ndarray:
-    """``(k, d)`` float64 initial centroids: ``k`` seeded points, or k-means|| from them."""
+def initial_centroids(client, shards, sizes, seed: int, k: int, method: str
+                      ) -> tuple[np.ndarray, dict]:
+    """``(k, d)`` float64 initial centroids, and what chose them (:func:`kmeans_parallel`).
+
+    ``random``: the points at ``k`` seeded rows, reported as the candidates (``rows`` and
+    ``points``, no ``weights``); ``k-means||``: see :func:`kmeans_parallel`.
+    """
     samples = int(sum(sizes))
     if method == "random":
-        return gather_rows(client, shards, sizes, random_rows(seed, samples, k))
+        rows = random_rows(seed, samples, k)
+        points = gather_rows(client, shards, sizes, rows)
+        return points, {"rows": rows, "points": points, "weights": None}
     return kmeans_parallel(client, shards, sizes, seed, k)
 
 
 def sample_far(x, candidates: np.ndarray, cost: float, factor: float, seed: int, step: int,
-               index: int) -> np.ndarray:
+               index: int, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Points of shard ``x`` sampled with probability ``min(1, factor * D^2 / cost)``.
 
     ``D`` is a point's distance to the nearest candidate. The draws are seeded by
-    ``(seed, INIT, step, index)``; runs on the shard's worker, returns float64 host points.
+    ``(seed, INIT, step, index)``; runs on the shard's worker. Returns the kept points' global
+    rows (``start``, the shard's first row, plus their own) and the points, float64 on the host.
     """
     xp = importlib.import_module(type(x).__module__.split(".")[0])
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(INIT, step, index)))
     c = xp.asarray(candidates)
     norms = (c ** 2).sum(axis=1)
-    chosen = []
-    for start in range(0, x.shape[0], SLAB):
-        part = x[start:start + SLAB].astype(np.float64)
+    rows, chosen = [], []
+    for first in range(0, x.shape[0], SLAB):
+        part = x[first:first + SLAB].astype(np.float64)
         near = ((part ** 2).sum(axis=1)[:, None] - 2 * part @ c.T + norms).min(axis=1)
         near = backends.to_host(xp.maximum(near, 0))
-        keep = rng.random(near.shape[0]) < factor * near / cost
-        if keep.any():
-            chosen.append(backends.to_host(part[xp.asarray(np.flatnonzero(keep))]))
-    return np.concatenate(chosen) if chosen else np.empty((0, x.shape[1]))
+        keep = np.flatnonzero(rng.random(near.shape[0]) < factor * near / cost)
+        if len(keep):
+            rows.append(start + first + keep)
+            chosen.append(backends.to_host(part[xp.asarray(keep)]))
+    if not chosen:
+        return np.empty(0, np.int64), np.empty((0, x.shape[1]))
+    return np.concatenate(rows).astype(np.int64), np.concatenate(chosen)
 
 
-def kmeans_parallel(client, shards, sizes, seed: int, k: int) -> np.ndarray:
+def kmeans_parallel(client, shards, sizes, seed: int, k: int) -> tuple[np.ndarray, dict]:
     """k-means|| (Bahmani et al., 2012), simplified: a few sampling rounds, then k-means++.
 
     One seeded point; each round samples every point with probability proportional to its
     squared distance to the candidates so far (``KMEANS_PARALLEL_OVERSAMPLING * k`` expected);
-    the candidates are weighted by the points nearest each (one kernel pass), and reduced to
-    ``k`` by weighted k-means++ seeding and a few weighted Lloyd steps, here.
+    where fewer than ``k`` were sampled, the seeded rows of the random initialisation that are
+    not candidates yet are added until there are ``k``. The candidates are weighted by the
+    points nearest each (one kernel pass), and reduced to ``k`` here by :func:`weighted_kmeans`.
+
+    Returns
+    -------
+    (numpy.ndarray, dict)
+        The ``(k, d)`` initial centroids, and the candidates: ``rows`` (global row numbers,
+        the seeded one first), ``points`` (float64), ``weights`` (points nearest each),
+        ``rounds`` (0 for the seeded one, ``r + 1`` for those sampled in round ``r``,
+        ``KMEANS_PARALLEL_ROUNDS + 1`` for the seeded ones added), and ``costs``: the sum of
+        squared distances to the candidates at the start of each round run (the sampling's
+        denominator; the rounds stop early at a cost of 0).
     """
     samples = int(sum(sizes))
-    candidates = gather_rows(client, shards, sizes, random_rows(seed, samples, 1))
+    starts = np.cumsum((0, *sizes))
+    rows = random_rows(seed, samples, 1).astype(np.int64)
+    candidates = gather_rows(client, shards, sizes, rows)
     factor = KMEANS_PARALLEL_OVERSAMPLING * k
+    rounds, costs = [np.zeros(1, np.int64)], []
     for step in range(KMEANS_PARALLEL_ROUNDS):
         (_, _, cost), _ = data_parallel.step(client, shards, shard_pass, data_parallel.add_pairs,
                                              candidates)
+        costs.append(float(cost))
         if cost <= 0:
             break
         found = client.gather([client.submit(sample_far, s, candidates, cost, factor, seed,
-                                             step, i, pure=False) for i, s in enumerate(shards)])
-        candidates = np.concatenate([candidates, *found])
+                                             step, i, int(starts[i]), pure=False)
+                               for i, s in enumerate(shards)])
+        rows = np.concatenate([rows, *(r for r, _ in found)])
+        candidates = np.concatenate([candidates, *(p for _, p in found)])
+        rounds.append(np.full(len(rows) - sum(map(len, rounds)), step + 1, np.int64))
+    if len(rows) < k:  # too few distinct points were sampled: add seeded ones
+        extra = random_rows(seed, samples, k)
+        extra = extra[~np.isin(extra, rows)][:k - len(rows)].astype(np.int64)
+        rows = np.concatenate([rows, extra])
+        candidates = np.concatenate([candidates, gather_rows(client, shards, sizes, extra)])
+        rounds.append(np.full(len(extra), KMEANS_PARALLEL_ROUNDS + 1, np.int64))
     (_, weights, _), _ = data_parallel.step(client, shards, shard_pass, data_parallel.add_pairs,
                                             candidates)
-    if len(candidates) < k:  # too few distinct points were sampled: add seeded ones
-        extra = gather_rows(client, shards, sizes, random_rows(seed, samples, k))
-        return np.concatenate([candidates, extra])[:k]
-    return weighted_kmeans(candidates, weights.astype(np.float64), k, seed)
+    weights = np.asarray(weights, dtype=np.int64)
+    chosen = {"rows": rows, "points": candidates, "weights": weights,
+              "rounds": np.concatenate(rounds), "costs": np.array(costs)}
+    if len(rows) == k:
+        return candidates.copy(), chosen
+    return weighted_kmeans(candidates, weights.astype(np.float64), k, seed), chosen
+
+
+def nearest(points: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """Index of each point's nearest centroid (squared distances by their expansion)."""
+    near = ((centroids ** 2).sum(axis=1)[None] - 2 * points @ centroids.T)
+    return near.argmin(axis=1)  # |p|^2 is the same for every centroid of a point
 
 
 def weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, seed: int,
-                    steps: int = 10) -> np.ndarray:
-    """``k`` centroids of weighted ``points``: greedy k-means++ seeding, weighted Lloyd steps.
+                    max_steps: int = WEIGHTED_MAX_STEPS) -> np.ndarray:
+    """``k`` centroids of weighted ``points``: the best of ``WEIGHTED_TRIES`` seeded reductions.
 
-    Greedy seeding draws ``2 + log(k)`` candidates for each next centroid (in proportion to
-    weight times squared distance to the chosen ones) and keeps the one that lowers the
+    Each try: greedy k-means++ seeding (:func:`greedy_seeding`), then weighted Lloyd steps
+    (:func:`weighted_lloyd`). The try of least weighted inertia is kept (the first on a tie):
+    one seeding in a few hundred leaves two blobs to one centroid, which Lloyd cannot undo.
+    """
+    best, least = None, np.inf
+    for t in range(WEIGHTED_TRIES):
+        rng = np.random.default_rng(np.random.SeedSequence(
+            seed, spawn_key=(INIT, KMEANS_PARALLEL_ROUNDS, t)))
+        centroids = weighted_lloyd(points, weights, greedy_seeding(points, weights, k, rng),
+                                   max_steps)
+        labels = nearest(points, centroids)
+        inertia = float((weights * ((points - centroids[labels]) ** 2).sum(axis=1)).sum())
+        if inertia < least or best is None:
+            best, least = centroids, inertia
+    return best
+
+
+def greedy_seeding(points: np.ndarray, weights: np.ndarray, k: int, rng) -> np.ndarray:
+    """``k`` of the weighted ``points`` chosen by greedy k-means++, float64.
+
+    The first is drawn in proportion to weight; each next one, of ``2 + log(k)`` drawn in
+    proportion to weight times squared distance to the chosen ones, is the one that lowers the
     weighted inertia most.
     """
-    sequence = np.random.SeedSequence(seed, spawn_key=(INIT, KMEANS_PARALLEL_ROUNDS))
-    rng = np.random.default_rng(sequence)
     trials = 2 + int(np.log(k))
     total = weights.sum()
     chosen = [int(rng.choice(len(points), p=weights / total)) if total > 0 else 0]
@@ -204,10 +268,25 @@ def weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, seed: int,
         best = int(np.argmin((options * weights[None]).sum(axis=1)))
         chosen.append(int(tries[best]))
         near = options[best]
-    centroids = points[chosen].copy()
-    for _ in range(steps):
-        labels = ((points[:, None, :] - centroids[None]) ** 2).sum(axis=2).argmin(axis=1)
-        mass = np.bincount(labels, weights, minlength=k)
+    return points[chosen].copy()
+
+
+def weighted_lloyd(points: np.ndarray, weights: np.ndarray, centroids: np.ndarray,
+                   max_steps: int = WEIGHTED_MAX_STEPS) -> np.ndarray:
+    """Weighted Lloyd steps from ``centroids`` until no point changes its nearest centroid.
+
+    So the centroids returned are the weighted means of the points nearest them (a fixed
+    point), unless ``max_steps`` steps ran first. A centroid with no weight nearest it keeps
+    its place.
+    """
+    centroids = np.array(centroids, dtype=np.float64, copy=True)
+    labels = None
+    for _ in range(max_steps):
+        now = nearest(points, centroids)
+        if labels is not None and np.array_equal(now, labels):
+            break
+        labels = now
+        mass = np.bincount(labels, weights, minlength=len(centroids))
         for j in np.flatnonzero(mass > 0):
             mine = labels == j
             centroids[j] = (weights[mine, None] * points[mine]).sum(axis=0) / mass[j]
@@ -265,83 +344,14 @@ def lloyd(client, shards, centroids: np.ndarray, max_iter: int, tol: float) -> d
 
 
 def run(client, shards, sizes, seed: int, k: int, init: str, max_iter: int, tol: float) -> dict:
-    """The initial centroids, then :func:`lloyd` (the loop a run's compute times)."""
+    """The initial centroids, then :func:`lloyd` (the loop a run's compute times).
+
+    :func:`lloyd`'s result, with ``init_s`` and ``init`` (the candidates the initialisation
+    chose from, see :func:`initial_centroids`).
+    """
     began = time.perf_counter()
-    start = initial_centroids(client, shards, sizes, seed, k, init)
+    start, chosen = initial_centroids(client, shards, sizes, seed, k, init)
     out = lloyd(client, shards, start, max_iter, tol)
     out["init_s"] = time.perf_counter() - began - sum(out["step_s"])
+    out["init"] = chosen
     return out
-
-
-# --------------------------------------------------------------------------- one process
-
-
-class InProcess:
-    """The little of a ``distributed.Client`` the initialisation uses, computing here at once.
-
-    So that a one-process baseline starts where the run started, k-means|| included.
-    """
-
-    class Done:
-        """A finished "future"."""
-
-        def __init__(self, value):
-            self.value = value
-
-        def result(self):
-            """The value."""
-            return self.value
-
-        def release(self):
-            """Nothing to let go."""
-
-    def submit(self, function, *args, pure=True, **kwargs):
-        """``function(*args)`` now."""
-        args = [a.value if isinstance(a, self.Done) else a for a in args]
-        return self.Done(function(*args, **kwargs))
-
-    def gather(self, futures):
-        """The values of ``futures``."""
-        return [f.result() for f in futures]
-
-
-def one_process_lloyd(shards, start: np.ndarray, max_iter: int, tol: float, xp) -> dict:
-    """Lloyd's iterations as one process writes them with an array library ``xp``.
-
-    Each pass: per slab of a shard, the distances by broadcasting in the data's dtype, the
-    nearest (``argmin``: the lowest index on ties), float64 sums through a one-hot product.
-    The same stopping rule, empty-cluster rule and rule for points with no finite distance
-    (left out) as :func:`lloyd`.
-    """
-
-    def one_pass(c):
-        k, d = c.shape
-        sums, counts, inertia = np.zeros((k, d)), np.zeros(k, np.int64), 0.0
-        for x in shards:
-            centroids = xp.asarray(c.astype(x.dtype))[None]
-            for lo in range(0, x.shape[0], 16_384):
-                part = x[lo:lo + 16_384]
-                dist = ((part[:, None, :] - centroids) ** 2).sum(axis=2)
-                dist[xp.isnan(dist)] = xp.inf
-                counted = dist.min(axis=1) < xp.inf  # no finite distance: left out
-                if not bool(counted.all()):
-                    part, dist = part[counted], dist[counted]
-                labels = dist.argmin(axis=1)
-                inertia += float(dist.min(axis=1).sum(dtype=np.float64))
-                onehot = (labels[:, None] == xp.arange(k)[None]).astype(np.float64)
-                sums += backends.to_host(onehot.T @ part.astype(np.float64))
-                counts += backends.to_host(onehot.sum(axis=0)).astype(np.int64)
-        return sums, counts, inertia
-
-    c, inertias = start, []
-    for _ in range(max_iter):
-        sums, counts, inertia = one_pass(c)
-        inertias.append(inertia)
-        moved = c.copy()
-        moved[counts > 0] = sums[counts > 0] / counts[counts > 0, None]
-        shift = float(np.sqrt(((moved - c) ** 2).sum(axis=1)).max())
-        c = moved
-        if shift <= tol:
-            break
-    inertias.append(one_pass(c)[2])
-    return {"iterations": len(inertias) - 1, "inertias": inertias, "centroids": [c]}

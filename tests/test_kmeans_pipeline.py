@@ -20,7 +20,14 @@ from conftest import (
 import daskgpu
 from daskgpu import answers, data_parallel, registry
 from daskgpu.errors import ParameterError
-from pipelines import kmeans_check, kmeans_data, kmeans_pipeline, kmeans_steps
+from pipelines import (
+    kmeans_baseline,
+    kmeans_check,
+    kmeans_data,
+    kmeans_mutations,
+    kmeans_pipeline,
+    kmeans_steps,
+)
 
 SMALL = {"samples": 6000, "features": 5, "clusters": 4, "chunks": 1600, "seed": 11}
 
@@ -105,12 +112,14 @@ def test_the_run_verifies_and_finds_the_blobs(cpu_client, small_run):
     assert check.ok, check.detail
     assert "iterations recomputed" in check.detail
     assert "every blob's true centre found" in check.detail
+    assert "k-means|| candidates are points of the data" in check.detail
+    assert "every blob seeded by one initial centroid" in check.detail
 
 
 def test_a_wrong_seed_or_tol_in_the_run_fails_verification(cpu_client, small_run):
     """The check recomputes from the parameters, not from the run's own numbers."""
     spec, workload, raw = small_run
-    for change, word in (({"seed": SMALL["seed"] + 1}, "centroid"), ({"tol": 1e9}, "tol")):
+    for change, word in (({"seed": SMALL["seed"] + 1}, "initial"), ({"tol": 1e9}, "tol")):
         workload.context.update(change)
         try:
             check = verify_on(cpu_client, spec, workload, raw)
@@ -162,6 +171,8 @@ def test_cli_run_is_verified_and_reports_each_iteration(tmp_path):
     assert np.asarray(value["centroids"]).shape == (16, 32)
     assert data["shape"] == [20000, 32] and doc["params"]["k"] == 16
     assert data["converged"] and data["iteration_s"] > 0
+    assert data["initialisation"].startswith("k-means||: ")
+    assert "in 5 rounds" in data["initialisation"]
     lines = out.read_text().splitlines()
     assert len(lines) == 17 and lines[0].startswith("x0,x1,")
 
@@ -232,7 +243,8 @@ def test_the_pipeline_modules_import_no_gpu_library():
     import ast
 
     for name in ("pipelines.kmeans_pipeline", "pipelines.kmeans_steps", "pipelines.kmeans_check",
-                 "pipelines.kmeans_data"):
+                 "pipelines.kmeans_data", "pipelines.kmeans_check_init",
+                 "pipelines.kmeans_baseline", "pipelines.kmeans_mutations"):
         tree = ast.parse(open(importlib.util.find_spec(name).origin).read())
         imported = {alias.name.split(".")[0] for node in ast.walk(tree)
                     if isinstance(node, (ast.Import, ast.ImportFrom))
@@ -245,7 +257,8 @@ def test_the_pipeline_modules_import_no_gpu_library():
 def stand_in_library(monkeypatch):
     """NumPy as the array library, with CuPy's integer-seeded generator (conftest)."""
     return numpy_as_array_library(monkeypatch, ("asarray", "zeros", "abs", "maximum", "sqrt",
-                                                "argmin", "take_along_axis", "arange"))
+                                                "argmin", "take_along_axis", "arange",
+                                                "bincount", "where"))
 
 
 def test_gpu_branches_draw_and_check_alike(stand_in_library):
@@ -264,6 +277,25 @@ def test_gpu_branches_draw_and_check_alike(stand_in_library):
     np.testing.assert_array_equal(totals["counts"][0], counts)
     np.testing.assert_allclose(totals["sums"][0], sums, rtol=1e-12)
     assert totals["inertia"][0] == pytest.approx(inertia, rel=1e-6)
+    # k-means||: one round sampled from the first point, replayed and weighed by the check
+    first = x[:1].astype(np.float64)
+    (_, _, cost), _ = kmeans_steps.shard_pass(x, first)
+    factor = 2.0 * clusters
+    kept, points = kmeans_steps.sample_far(x, first, cost, factor, 4, 0, 1, start=rows)
+    assert len(kept) > 0 and kept.min() >= rows
+    candidates = np.concatenate([first, points])
+    (_, weights, _), _ = kmeans_steps.shard_pass(x, candidates)
+    plan = {"seed": 4, "index": 1, "costs": [cost], "ends": [1], "factor": factor,
+            "kept": [kept - rows], "features": d}
+    for lost, wrong in ((0, 0), (1, 1)):
+        got = kmeans_check.shard_totals(
+            4, 1, rows, clusters, "float32", "xp_stand_in", start[None], kept - rows, None,
+            rows, candidates, {**plan, "kept": [(kept - rows)[lost:]]})
+        assert got["sampling_wrong"].tolist() == [wrong]
+    np.testing.assert_array_equal(got["picked"], points)
+    np.testing.assert_array_equal(got["weights"], weights)
+    assert got["costs"][0] == pytest.approx(cost, rel=1e-6)
+    assert got["first_wrong"][:3].tolist() == [0, kept[0], 0]  # row kept[0]: not reported
 
 
 # --------------------------------------------------------------------------- --input
@@ -306,6 +338,8 @@ def test_clustering_an_input_matches_numpy_and_verifies(cpu_client, points_files
     assert check.ok, check.detail
     assert "no true centres" in check.detail
     for mutation in spec.mutations:
+        if init == "random" and mutation.name.startswith(kmeans_mutations.KMEANS_PARALLEL_ONLY):
+            continue
         altered = mutation.alter(dict(raw))
         assert not verify_on(cpu_client, spec, workload, altered).ok, mutation.name
 
@@ -346,3 +380,119 @@ def test_cli_refuses_a_flat_input_in_one_line(points_files):
     proc = run_cli("run", "kmeans-pipeline", "--input", points_files["flat"], "--cpu",
                    "--workers", "1", timeout=60)
     assert_one_error_line(proc, started, "--input", "2 axes")
+
+
+# --------------------------------------------------------------------------- k-means|| init
+
+from pipelines import kmeans_check_init  # noqa: E402
+
+
+def _in_process_init(params: dict, k: int):
+    centres = kmeans_steps.blob_centres(params["seed"], params["clusters"], params["features"])
+    sizes = kmeans_data.shard_sizes(params["samples"], params["chunks"])
+    shards = [kmeans_steps.make_shard(params["seed"], i, rows, params["features"], "float32",
+                                      "numpy", centres) for i, rows in enumerate(sizes)]
+    return kmeans_steps.initial_centroids(kmeans_baseline.InProcess(), shards, sizes,
+                                          params["seed"], k, "k-means||")
+
+
+def test_the_reported_init_is_the_datas_points_and_reproducible(small_run):
+    _spec, _workload, raw = small_run
+    chosen = raw["init"]
+    x = numpy_data(SMALL).astype(np.float64)
+    rows = np.asarray(chosen["rows"])
+    assert rows[0] == kmeans_steps.random_rows(SMALL["seed"], SMALL["samples"], 1)[0]
+    assert len(np.unique(rows)) == len(rows) > SMALL["clusters"]
+    np.testing.assert_array_equal(chosen["points"], x[rows])
+    nearest = ((x[:, None] - x[rows][None]) ** 2).sum(axis=2).argmin(axis=1)
+    np.testing.assert_array_equal(chosen["weights"], np.bincount(nearest, minlength=len(rows)))
+    # the same from the seed, in one process: rows, weights and initial centroids
+    start, again = _in_process_init(SMALL, SMALL["clusters"])
+    for key in ("rows", "weights", "rounds", "costs"):
+        np.testing.assert_array_equal(again[key], chosen[key])
+    assert len(chosen["costs"]) == kmeans_steps.KMEANS_PARALLEL_ROUNDS == kmeans_check_init.ROUNDS
+    np.testing.assert_array_equal(start, raw["centroids"][0])
+
+
+def test_sample_far_reports_global_rows():
+    x = np.random.default_rng(1).standard_normal((300, 3)).astype(np.float32)
+    rows, points = kmeans_steps.sample_far(x, x[:1].astype(np.float64), 10.0, 5.0, 3, 0, 2,
+                                           start=1000)
+    assert rows.dtype == np.int64 and len(rows) > 0 and rows.min() >= 1000
+    np.testing.assert_array_equal(points, x[rows - 1000].astype(np.float64))
+
+
+def test_weighted_kmeans_ends_at_a_fixed_point():
+    rng = np.random.default_rng(5)
+    points = rng.standard_normal((200, 3)) + 6 * rng.integers(0, 4, (200, 1))
+    weights = rng.integers(0, 50, 200).astype(np.float64)
+    c = kmeans_steps.weighted_kmeans(points, weights, 4, seed=2)
+    labels = ((points[:, None] - c[None]) ** 2).sum(axis=2).argmin(axis=1)
+    for j in range(4):
+        mine = labels == j
+        np.testing.assert_allclose(c[j], np.average(points[mine], axis=0, weights=weights[mine]),
+                                   rtol=1e-12, atol=1e-12)
+    chosen = {"points": points, "weights": weights}
+    assert kmeans_check_init.check_fixed_point(chosen, c) is None
+    # from any start the steps end at one, which the check accepts too
+    mid = kmeans_steps.weighted_lloyd(points, weights, points[:4])
+    assert kmeans_check_init.check_fixed_point(chosen, mid) is None
+    assert "not a fixed point" in kmeans_check_init.check_fixed_point(chosen, points[:4])
+    moved = c.copy()
+    moved[2, 1] += 1e-6
+    assert kmeans_check_init.check_fixed_point(chosen, moved).startswith("initial centroid 2")
+    assert np.array_equal(kmeans_steps.weighted_kmeans(points, weights, 4, seed=2), c)
+
+
+def test_the_init_checks_fail_on_crafted_wrong_candidates():
+    ctx = {"k": 2, "samples": 50, "features": 2, "seed": 3}
+    first = kmeans_check_init.seeded_first_row(3, 50)
+    good = {"rows": np.array([first, 7, 9]), "points": np.arange(6.0).reshape(3, 2),
+            "weights": np.array([20, 20, 10]), "rounds": np.array([0, 1, 3]),
+            "costs": np.array([9.0, 5.0, 4.0, 3.0, 2.0])}
+    assert kmeans_check_init.check_reported(ctx, good) is None
+    for change, fragment in (({"rows": np.array([first, 7, 50])}, "outside"),
+                             ({"rows": np.array([first])}, "at least --k 2"),
+                             ({"weights": np.array([20, -1, 31])}, "whole counts"),
+                             ({"weights": None}, "whole counts"),
+                             ({"points": np.full((3, 2), np.nan)}, "points of shape"),
+                             ({"rounds": np.array([0, 3, 1])}, "non-decreasing"),
+                             ({"costs": np.array([9.0, 5.0, 4.0, 3.0])}, "ran 4 sampling"),
+                             ({"costs": np.array([9.0, 5.0, 0.0])}, "did not run")):
+        assert fragment in kmeans_check_init.check_reported(ctx, {**good, **change})
+    assert "no initial candidates" in kmeans_check_init.check_reported(ctx, None)
+    read = good["points"].copy()
+    assert kmeans_check_init.check_points(ctx, good, read) is None
+    read[1, 1] += 1e-9  # the data's point differs from the reported candidate
+    assert kmeans_check_init.check_points(ctx, good, read).startswith("initial candidate 1")
+    shifted = {**good, "rows": np.array([(first + 1) % 50, 7, 9])}
+    assert "the seeded row" in kmeans_check_init.check_points(ctx, shifted, good["points"])
+    counted, near = np.array([19.0, 21.0, 10.0]), np.array([1.0, 1.0, 0.0])
+    assert kmeans_check_init.check_weights(good, counted, near, 50.0) is None
+    assert "sum to 50" in kmeans_check_init.check_weights(good, counted, near, 51.0)
+    assert kmeans_check_init.check_weights(good, counted, near * 0, 50.0).startswith(
+        "initial candidate 0 has weight 20; 19 points")
+
+
+def test_the_seeded_blobs_check():
+    centres = np.array([[0.0, 0.0], [20.0, 0.0], [0.0, 20.0]])
+    many = np.array([500.0, 500.0, 500.0])
+    failure, words = kmeans_check_init.check_seeded_blobs(centres + 1.0, centres, many)
+    assert failure is None and "every blob seeded" in words
+    two = centres[[0, 0, 2]] + np.array([[1.0, 0], [-1.0, 0], [0, 0]])
+    failure, _ = kmeans_check_init.check_seeded_blobs(two, centres, many)
+    assert "blob 1 has 0 and blob 0 has 2" in failure
+    failure, words = kmeans_check_init.check_seeded_blobs(two, centres, many * [1, 0.1, 1])
+    assert failure is None and "not paired" in words
+
+
+def test_the_sampling_check_fails_on_a_wrong_cost_or_draw():
+    chosen = {"costs": np.array([100.0, 50.0])}
+    totals = {"counts": np.array([[60.0, 40.0]]), "costs": np.array([100.0, 50.0]),
+              "costs_tol": np.array([1e-9, 1e-9]), "first_wrong": [np.array([])]}
+    assert kmeans_check_init.check_sampling({}, chosen, totals) is None
+    assert "round 1: sampling cost 50.5" in kmeans_check_init.check_sampling(
+        {}, {"costs": np.array([100.0, 50.5])}, totals)
+    totals["first_wrong"].append(np.array([1, 17, 0, 0.01, 0.5]))
+    assert kmeans_check_init.check_sampling({}, chosen, totals) == (
+        "k-means|| round 1: row 17 was not sampled, its draw 0.01 against its probability 0.5")

@@ -28,7 +28,7 @@ CASES = {
     "train-pipeline": {"samples": 4_000, "features": 32, "classes": 5, "steps": 4,
                        "chunks": 1_000, "seed": 7},
     "kmeans-pipeline": {"samples": 8_000, "features": 4, "clusters": 5, "chunks": 2_000,
-                        "init": "random", "seed": 7},
+                        "init": "k-means||", "seed": 7},
     "pca-pipeline": {"samples": 3_000, "features": 16, "components": 4, "chunks": 700,
                      "seed": 9},
 }
