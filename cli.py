@@ -19,8 +19,9 @@ if __name__ == "__main__":
     # importing numpy, dask and the pipeline now, beside this program's own imports; it
     # imports this program too (as a worker would). See daskgpu.worker_processes.
     from daskgpu import worker_processes as _worker_processes
+    from pipelines import BUILTIN as _BUILTIN
 
-    _worker_processes.start_for_command_line(sys.argv[1:], main=True)
+    _worker_processes.start_for_command_line(sys.argv[1:], _BUILTIN.get, main=True)
 
 import click  # noqa: E402  (after the head start above)
 from rich.console import Console  # noqa: E402
@@ -53,7 +54,7 @@ EXIT_CODES = (
 
 
 def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
-    from daskgpu import worker_processes
+    from daskgpu import process_clock, worker_processes
     from daskgpu.cluster_plan import describe, plan
 
     as_json = kwargs.pop("as_json")
@@ -82,7 +83,7 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
             err.print(note, highlight=False)
     if talk:
         err.print(f"{describe(chosen)}...", highlight=False)
-    imported = _seconds_since_process_start()
+    imported = process_clock.seconds_since_start()
     with sessions.start(chosen, warm_up=spec.name) as session:
         if resolved is None:  # an existing scheduler: its workers said what they compute on
             resolved = spec.resolve_for_run(session.backend, overwrite, **params)
@@ -99,26 +100,10 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
         closing = time.perf_counter()
     if not keep_open:
         result.timings["close_s"] = time.perf_counter() - closing
-        result.timings["process_s"] = _seconds_since_process_start()
+        result.timings["process_s"] = process_clock.seconds_since_start()
         _show(result, as_json)
     if not result.verified:
         raise SystemExit(EXIT_VERIFY_FAILED)
-
-
-def _seconds_since_process_start() -> float:
-    """Seconds since this process started, to the clock tick where Linux says.
-
-    psutil's ``create_time`` adds the boot time, which Linux gives in whole seconds: up to a
-    second off, in either direction.
-    """
-    try:
-        with open("/proc/self/stat") as f:
-            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
-        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError, AttributeError):  # not Linux
-        import psutil
-
-        return max(0.0, time.time() - psutil.Process().create_time())
 
 
 def _show(result, as_json: bool) -> None:
@@ -175,7 +160,8 @@ class RunGroup(click.Group):
         """Like click's, but an unknown pipeline gets a did-you-mean and the list."""
         from daskgpu import worker_processes
 
-        worker_processes.start_for_command_line([self.name, *args])  # unless started already
+        # unless started already
+        worker_processes.start_for_command_line([self.name, *args], registry.builtin_module)
         if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
             registry.get(args[0])  # raises UnknownPipeline with suggestions
         return super().resolve_command(ctx, args)

@@ -197,7 +197,8 @@ def compare(args) -> None:
     from harness import machine
 
     from daskgpu import data_parallel
-    from pipelines.kmeans_steps import gather_rows, lloyd, make_shard, random_rows
+    from pipelines.kmeans_init import gather_rows, random_rows
+    from pipelines.kmeans_steps import lloyd, make_shard
 
     arguments, sizes = shard_arguments(args)
     print(f"{args.samples} x {args.features} float32, k = {args.k}, {args.iterations} Lloyd "

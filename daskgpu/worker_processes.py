@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 from daskgpu.errors import ClusterError
 
@@ -72,16 +73,18 @@ def start_server(pipeline_module: str | None = None) -> bool:
     return True
 
 
-def start_for_command_line(args: list[str], main: bool = False) -> None:
+def start_for_command_line(args: list[str], module_of: Callable[[str], str | None],
+                           main: bool = False) -> None:
     """Start the server where ``args`` (a command line's) will run a pipeline on CPU workers.
 
     A head start, before the program imports anything heavy, dask's settings included: only
     the environment's ``DASKGPU_WORKER__CPU_START_METHOD`` is read here, and
     :func:`start_server`, called later with all the settings, stops a server they do not
-    want. CPU workers: ``run NAME`` (or ``bench NAME``) with ``--cpu``, or without any GPU or
-    scheduler option on a machine without a GPU. ``main`` preloads the program itself too (its
-    ``__main__`` file, :mod:`daskgpu.fork_server_main`), which every worker would otherwise
-    import again as it starts.
+    want. ``module_of(NAME)`` is the module of pipeline ``NAME``, which the server imports
+    too (None: none). CPU workers: ``run NAME`` (or ``bench NAME``) with ``--cpu``, or without
+    any GPU or scheduler option on a machine without a GPU. ``main`` preloads the program
+    itself too (its ``__main__`` file, :mod:`daskgpu.fork_server_main`), which every worker
+    would otherwise import again as it starts.
     """
     if len(args) < 2 or args[0] not in ("run", "bench") or args[1].startswith("-"):
         return
@@ -97,21 +100,14 @@ def start_for_command_line(args: list[str], main: bool = False) -> None:
 
         if _nvidia_driver_present() and devices.inventory().devices:
             return
-    _start([*PRELOAD, *_builtin_module(args[1]), *([MAIN_MODULE] if main else [])],
+    module = module_of(args[1])
+    _start([*PRELOAD, *([module] if module else []), *([MAIN_MODULE] if main else [])],
            _main_program() if main else None)
 
 
 def _nvidia_driver_present() -> bool:
     """False where Linux has no NVIDIA control device: NVML would find no GPU (no need to ask)."""
     return not sys.platform.startswith("linux") or os.path.exists("/dev/nvidiactl")
-
-
-def _builtin_module(name: str) -> list[str]:
-    try:
-        from pipelines import BUILTIN
-    except ImportError:  # installed without the built-in pipelines
-        return []
-    return [BUILTIN[name]] if name in BUILTIN else []
 
 
 def _main_program() -> str | None:

@@ -29,6 +29,7 @@ may go to either, and the allowed difference of each mean counts such points. Su
 float64 terms follow Higham and Mary's probabilistic bound, ``LAMBDA * sqrt(n) * u``.
 
 It shares no code with the run (:mod:`pipelines.kmeans_pipeline`, :mod:`pipelines.kmeans_steps`,
+:mod:`pipelines.kmeans_init`,
 the kernel, :mod:`daskgpu.data_parallel`): it takes from :mod:`pipelines.kmeans_data` only the
 scheme's constants. :mod:`pipelines.kmeans_mutations` holds the wrong results it must reject.
 """
@@ -44,7 +45,7 @@ import numpy as np
 from daskgpu.backends import to_host
 from daskgpu.registry import Verification, Workload
 from pipelines import kmeans_check_init as init_checks
-from pipelines.kmeans_data import CENTRE_TRIES, CENTRES, INIT, POINTS, SEPARATION, half_width
+from pipelines.kmeans_data import INIT, POINTS, SEPARATION
 
 LAMBDA = 9.0
 FALSE_ALARM = 1e-9  # chance that a correct run's centroid falls outside the blob's bound
@@ -82,21 +83,6 @@ def verify(workload: Workload, raw) -> Verification:
 
 
 # --------------------------------------------------------------------------- the replay
-
-
-def _centres(seed: int, clusters: int, features: int) -> np.ndarray:
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(CENTRES,)))
-    width = half_width(clusters, features)
-    out = []
-    while len(out) < clusters:
-        for _ in range(CENTRE_TRIES):
-            c = rng.uniform(-width, width, features)
-            if all(np.sum((c - o) ** 2) >= SEPARATION ** 2 for o in out):
-                out.append(c)
-                break
-        else:
-            raise AssertionError("the run drew centres the scheme cannot")
-    return np.array(out)
 
 
 def _read(source: dict, start: int, rows: int, dtype: str, xp):
@@ -152,7 +138,7 @@ def shard_totals(seed: int, index: int, rows: int, clusters: int, dtype: str, li
                else xp.random.default_rng(int(sequence.generate_state(1, np.uint64)[0])))
         blob = rng.integers(0, clusters, rows)
         points = rng.standard_normal((rows, d), dtype=dtype)
-        points += xp.asarray(_centres(seed, clusters, d).astype(dtype))[blob]
+        points += xp.asarray(init_checks.true_centres(seed, clusters, d).astype(dtype))[blob]
         counted = points
         blob_points = to_host(xp.bincount(blob, minlength=clusters)).astype(np.float64)
         local = np.arange(rows)
@@ -286,37 +272,7 @@ def _check_stop(ctx: dict, raw) -> str | None:
 
 
 def _check_init(ctx: dict, raw, totals: dict) -> str | None:
-    """Random: the seeded points; k-means||: :mod:`pipelines.kmeans_check_init`'s checks.
-
-    Says what was established in ``totals["init_words"]``.
-    """
-    first = np.asarray(raw["centroids"][0], dtype=np.float64)
-    if totals["init"] is not None:
-        totals["init_words"] = f"the {ctx['k']} initial centroids are the seeded points"
-        if not np.array_equal(first, totals["init"]):
-            j = int(np.flatnonzero((first != totals["init"]).any(axis=1))[0])
-            return (f"initial centroid {j} is {first[j][:3].tolist()}..., the seeded point "
-                    f"{totals['init'][j][:3].tolist()}... expected")
-        return None
-    chosen = raw["init"]
-    failure = (init_checks.check_points(ctx, chosen, totals["candidates"])
-               or init_checks.check_sampling(ctx, chosen, totals)
-               or init_checks.check_weights(chosen, totals["weights"], totals["weights_near"],
-                                            float(totals["counts"][0].sum()))
-               or init_checks.check_fixed_point(chosen, first))
-    if failure:
-        return failure
-    words = (f"the {len(chosen['rows'])} k-means|| candidates are points of the data, sampled "
-             f"as their seeded draws say in {len(chosen['costs'])} rounds of the costs "
-             "recomputed, their weights recomputed agree, the initial centroids are a fixed "
-             "point of weighted Lloyd on them")
-    if ctx.get("input") is None and ctx["k"] == ctx["clusters"]:
-        failure, said = init_checks.check_seeded_blobs(
-            first, _centres(ctx["seed"], ctx["clusters"], ctx["features"]),
-            totals["blob_points"])
-        words += f"; {said}"
-    totals["init_words"] = words
-    return failure
+    return init_checks.check_init(ctx, raw, totals)
 
 
 def _lloyd(previous: np.ndarray, totals: dict, t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -373,7 +329,7 @@ def _check_centres(ctx: dict, final: np.ndarray, totals: dict) -> str:
         return "points read from --input: no true centres to compare"
     if ctx["k"] != ctx["clusters"]:
         return f"--k {ctx['k']} differs from --clusters {ctx['clusters']}: centres not compared"
-    centres = _centres(ctx["seed"], ctx["clusters"], ctx["features"])
+    centres = init_checks.true_centres(ctx["seed"], ctx["clusters"], ctx["features"])
     gap = np.sqrt(((final[:, None, :] - centres[None]) ** 2).sum(axis=2))
     close = gap < SEPARATION / 2
     if not (np.all(close.sum(axis=0) == 1) and np.all(close.sum(axis=1) == 1)):

@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from daskgpu.backends import to_host
-from pipelines.kmeans_data import INIT
+from pipelines.kmeans_data import CENTRE_TRIES, CENTRES, INIT, SEPARATION, half_width
 from pipelines.kmeans_data import KMEANS_PARALLEL_OVERSAMPLING as OVERSAMPLING
 from pipelines.kmeans_data import KMEANS_PARALLEL_ROUNDS as ROUNDS
 
@@ -269,3 +269,53 @@ def check_seeded_blobs(start: np.ndarray, centres: np.ndarray, blob_points: np.n
     return (f"initial centroids: blob {int(np.argmin(seeded))} has {seeded.min()} and blob "
             f"{int(np.argmax(seeded))} has {seeded.max()} initial centroids nearest its true "
             "centre (k-means|| seeds each well-separated blob once)"), ""
+
+
+def true_centres(seed: int, clusters: int, features: int) -> np.ndarray:
+    """The blobs' centres, drawn again from the documented scheme."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(CENTRES,)))
+    width = half_width(clusters, features)
+    out = []
+    while len(out) < clusters:
+        for _ in range(CENTRE_TRIES):
+            c = rng.uniform(-width, width, features)
+            if all(np.sum((c - o) ** 2) >= SEPARATION ** 2 for o in out):
+                out.append(c)
+                break
+        else:
+            raise AssertionError("the run drew centres the scheme cannot")
+    return np.array(out)
+
+
+def check_init(ctx: dict, raw, totals: dict) -> str | None:
+    """Random: the seeded points; k-means||: the checks above.
+
+    Says what was established in ``totals["init_words"]``.
+    """
+    first = np.asarray(raw["centroids"][0], dtype=np.float64)
+    if totals["init"] is not None:
+        totals["init_words"] = f"the {ctx['k']} initial centroids are the seeded points"
+        if not np.array_equal(first, totals["init"]):
+            j = int(np.flatnonzero((first != totals["init"]).any(axis=1))[0])
+            return (f"initial centroid {j} is {first[j][:3].tolist()}..., the seeded point "
+                    f"{totals['init'][j][:3].tolist()}... expected")
+        return None
+    chosen = raw["init"]
+    failure = (check_points(ctx, chosen, totals["candidates"])
+               or check_sampling(ctx, chosen, totals)
+               or check_weights(chosen, totals["weights"], totals["weights_near"],
+                                            float(totals["counts"][0].sum()))
+               or check_fixed_point(chosen, first))
+    if failure:
+        return failure
+    words = (f"the {len(chosen['rows'])} k-means|| candidates are points of the data, sampled "
+             f"as their seeded draws say in {len(chosen['costs'])} rounds of the costs "
+             "recomputed, their weights recomputed agree, the initial centroids are a fixed "
+             "point of weighted Lloyd on them")
+    if ctx.get("input") is None and ctx["k"] == ctx["clusters"]:
+        failure, said = check_seeded_blobs(
+            first, true_centres(ctx["seed"], ctx["clusters"], ctx["features"]),
+            totals["blob_points"])
+        words += f"; {said}"
+    totals["init_words"] = words
+    return failure

@@ -19,6 +19,7 @@ sampling rounds and costs), small, so that it can be checked.
 from __future__ import annotations
 
 import importlib
+import time
 
 import dask
 import numpy as np
@@ -41,14 +42,10 @@ from daskgpu.timing import timed
 from pipelines.kmeans_baseline import InProcess, one_process_lloyd
 from pipelines.kmeans_check import verify
 from pipelines.kmeans_data import shard_sizes
+from pipelines.kmeans_init import initial_centroids
 from pipelines.kmeans_input import make_input_shard, open_input, reader_of
 from pipelines.kmeans_mutations import MUTATIONS
-from pipelines.kmeans_steps import (
-    blob_centres,
-    initial_centroids,
-    make_shard,
-    run,
-)
+from pipelines.kmeans_steps import blob_centres, lloyd, make_shard
 
 CPU_DEFAULT_SAMPLES = 1_000_000
 GPU_DEFAULT_SAMPLES = 100_000_000
@@ -315,3 +312,17 @@ def _sparkline(values) -> str:
     span = (high - low) or 1.0
     line = "".join(bars[round((v - low) / span * (len(bars) - 1))] for v in values)
     return f"{line} {values[0]:.6g} to {values[-1]:.6g}"
+
+
+def run(client, shards, sizes, seed: int, k: int, init: str, max_iter: int, tol: float) -> dict:
+    """The initial centroids, then :func:`lloyd` (the loop a run's compute times).
+
+    :func:`lloyd`'s result, with ``init_s`` and ``init`` (the candidates the initialisation
+    chose from, see :func:`pipelines.kmeans_init.initial_centroids`).
+    """
+    began = time.perf_counter()
+    start, chosen = initial_centroids(client, shards, sizes, seed, k, init)
+    out = lloyd(client, shards, start, max_iter, tol)
+    out["init_s"] = time.perf_counter() - began - sum(out["step_s"])
+    out["init"] = chosen
+    return out

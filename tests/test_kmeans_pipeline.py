@@ -24,6 +24,7 @@ from pipelines import (
     kmeans_baseline,
     kmeans_check,
     kmeans_data,
+    kmeans_init,
     kmeans_mutations,
     kmeans_pipeline,
     kmeans_steps,
@@ -97,7 +98,7 @@ def test_driving_from_the_client_gives_the_same_iterations(cpu_client):
         workload = spec.workload(cpu_client.backend, resolved)
     driven = kmeans_pipeline.drive(workload, cpu_client.client)
     x = numpy_data(SMALL)
-    rows = kmeans_steps.random_rows(SMALL["seed"], SMALL["samples"], 4)
+    rows = kmeans_init.random_rows(SMALL["seed"], SMALL["samples"], 4)
     np.testing.assert_array_equal(driven["centroids"][0], x[rows].astype(np.float64))
     want = numpy_lloyd(x, x[rows].astype(np.float64), 100, 1e-4)
     np.testing.assert_allclose(driven["centroids"], want["centroids"], rtol=1e-9, atol=1e-9)
@@ -243,7 +244,7 @@ def test_the_pipeline_modules_import_no_gpu_library():
     import ast
 
     for name in ("pipelines.kmeans_pipeline", "pipelines.kmeans_steps", "pipelines.kmeans_check",
-                 "pipelines.kmeans_data", "pipelines.kmeans_check_init",
+                 "pipelines.kmeans_data", "pipelines.kmeans_check_init", "pipelines.kmeans_init",
                  "pipelines.kmeans_baseline", "pipelines.kmeans_mutations"):
         tree = ast.parse(open(importlib.util.find_spec(name).origin).read())
         imported = {alias.name.split(".")[0] for node in ast.walk(tree)
@@ -281,7 +282,7 @@ def test_gpu_branches_draw_and_check_alike(stand_in_library):
     first = x[:1].astype(np.float64)
     (_, _, cost), _ = kmeans_steps.shard_pass(x, first)
     factor = 2.0 * clusters
-    kept, points = kmeans_steps.sample_far(x, first, cost, factor, 4, 0, 1, start=rows)
+    kept, points = kmeans_init.sample_far(x, first, cost, factor, 4, 0, 1, start=rows)
     assert len(kept) > 0 and kept.min() >= rows
     candidates = np.concatenate([first, points])
     (_, weights, _), _ = kmeans_steps.shard_pass(x, candidates)
@@ -328,7 +329,7 @@ def test_clustering_an_input_matches_numpy_and_verifies(cpu_client, points_files
     assert workload.context["dtype"] == ("float32" if kind == "npy" else "float64")
     x = points_files["x"].astype(workload.context["dtype"])
     if init == "random":
-        rows = kmeans_steps.random_rows(4, 3000, 3)
+        rows = kmeans_init.random_rows(4, 3000, 3)
         np.testing.assert_array_equal(raw["centroids"][0], x[rows].astype(np.float64))
     finite = x[np.isfinite(x).all(axis=1)]
     want = numpy_lloyd(finite, raw["centroids"][0], 100, 1e-4)
@@ -392,7 +393,7 @@ def _in_process_init(params: dict, k: int):
     sizes = kmeans_data.shard_sizes(params["samples"], params["chunks"])
     shards = [kmeans_steps.make_shard(params["seed"], i, rows, params["features"], "float32",
                                       "numpy", centres) for i, rows in enumerate(sizes)]
-    return kmeans_steps.initial_centroids(kmeans_baseline.InProcess(), shards, sizes,
+    return kmeans_init.initial_centroids(kmeans_baseline.InProcess(), shards, sizes,
                                           params["seed"], k, "k-means||")
 
 
@@ -401,7 +402,7 @@ def test_the_reported_init_is_the_datas_points_and_reproducible(small_run):
     chosen = raw["init"]
     x = numpy_data(SMALL).astype(np.float64)
     rows = np.asarray(chosen["rows"])
-    assert rows[0] == kmeans_steps.random_rows(SMALL["seed"], SMALL["samples"], 1)[0]
+    assert rows[0] == kmeans_init.random_rows(SMALL["seed"], SMALL["samples"], 1)[0]
     assert len(np.unique(rows)) == len(rows) > SMALL["clusters"]
     np.testing.assert_array_equal(chosen["points"], x[rows])
     nearest = ((x[:, None] - x[rows][None]) ** 2).sum(axis=2).argmin(axis=1)
@@ -410,13 +411,13 @@ def test_the_reported_init_is_the_datas_points_and_reproducible(small_run):
     start, again = _in_process_init(SMALL, SMALL["clusters"])
     for key in ("rows", "weights", "rounds", "costs"):
         np.testing.assert_array_equal(again[key], chosen[key])
-    assert len(chosen["costs"]) == kmeans_steps.KMEANS_PARALLEL_ROUNDS == kmeans_check_init.ROUNDS
+    assert len(chosen["costs"]) == kmeans_data.KMEANS_PARALLEL_ROUNDS == kmeans_check_init.ROUNDS
     np.testing.assert_array_equal(start, raw["centroids"][0])
 
 
 def test_sample_far_reports_global_rows():
     x = np.random.default_rng(1).standard_normal((300, 3)).astype(np.float32)
-    rows, points = kmeans_steps.sample_far(x, x[:1].astype(np.float64), 10.0, 5.0, 3, 0, 2,
+    rows, points = kmeans_init.sample_far(x, x[:1].astype(np.float64), 10.0, 5.0, 3, 0, 2,
                                            start=1000)
     assert rows.dtype == np.int64 and len(rows) > 0 and rows.min() >= 1000
     np.testing.assert_array_equal(points, x[rows - 1000].astype(np.float64))
@@ -426,7 +427,7 @@ def test_weighted_kmeans_ends_at_a_fixed_point():
     rng = np.random.default_rng(5)
     points = rng.standard_normal((200, 3)) + 6 * rng.integers(0, 4, (200, 1))
     weights = rng.integers(0, 50, 200).astype(np.float64)
-    c = kmeans_steps.weighted_kmeans(points, weights, 4, seed=2)
+    c = kmeans_init.weighted_kmeans(points, weights, 4, seed=2)
     labels = ((points[:, None] - c[None]) ** 2).sum(axis=2).argmin(axis=1)
     for j in range(4):
         mine = labels == j
@@ -435,13 +436,13 @@ def test_weighted_kmeans_ends_at_a_fixed_point():
     chosen = {"points": points, "weights": weights}
     assert kmeans_check_init.check_fixed_point(chosen, c) is None
     # from any start the steps end at one, which the check accepts too
-    mid = kmeans_steps.weighted_lloyd(points, weights, points[:4])
+    mid = kmeans_init.weighted_lloyd(points, weights, points[:4])
     assert kmeans_check_init.check_fixed_point(chosen, mid) is None
     assert "not a fixed point" in kmeans_check_init.check_fixed_point(chosen, points[:4])
     moved = c.copy()
     moved[2, 1] += 1e-6
     assert kmeans_check_init.check_fixed_point(chosen, moved).startswith("initial centroid 2")
-    assert np.array_equal(kmeans_steps.weighted_kmeans(points, weights, 4, seed=2), c)
+    assert np.array_equal(kmeans_init.weighted_kmeans(points, weights, 4, seed=2), c)
 
 
 def test_the_init_checks_fail_on_crafted_wrong_candidates():

@@ -12,6 +12,7 @@ from conftest import run_cli
 
 import daskgpu
 from daskgpu import worker_processes
+from pipelines import BUILTIN
 
 
 def _parents(client) -> set[int]:
@@ -120,7 +121,7 @@ def test_the_command_line_starts_the_server_only_where_it_will_fork_cpu_workers(
     monkeypatch.setattr(worker_processes, "_start", lambda preload, main: started.append(preload))
     monkeypatch.setattr(devices, "inventory", lambda: devices.Inventory((), "no GPU"))
     monkeypatch.delenv(worker_processes.METHOD_VARIABLE, raising=False)
-    worker_processes.start_for_command_line(argv, main=True)
+    worker_processes.start_for_command_line(argv, BUILTIN.get, main=True)
     if expected is False:
         assert started == []
         return
@@ -137,17 +138,17 @@ def test_a_gpu_or_a_spawn_setting_keeps_the_command_line_from_starting_one(monke
     monkeypatch.setattr(worker_processes, "_start", lambda preload, main: started.append(preload))
     monkeypatch.setattr(devices, "inventory", lambda: devices.Inventory(("a GPU",)))
     monkeypatch.setattr(worker_processes, "_nvidia_driver_present", lambda: True)
-    worker_processes.start_for_command_line(["run", "mean-pipeline"])
+    worker_processes.start_for_command_line(["run", "mean-pipeline"], BUILTIN.get)
     assert started == []  # GPU workers spawn
-    worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"])
+    worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"], BUILTIN.get)
     assert len(started) == 1 and "daskgpu.fork_server_main" not in started[0]
     monkeypatch.setenv(worker_processes.METHOD_VARIABLE, "spawn")
-    worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"])
+    worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"], BUILTIN.get)
     assert len(started) == 1
     # No NVIDIA control device: no need to ask NVML (it could find no GPU)
     monkeypatch.delenv(worker_processes.METHOD_VARIABLE)
     monkeypatch.setattr(worker_processes, "_nvidia_driver_present", lambda: False)
-    worker_processes.start_for_command_line(["run", "mean-pipeline"])
+    worker_processes.start_for_command_line(["run", "mean-pipeline"], BUILTIN.get)
     assert len(started) == 2
 
 
@@ -187,7 +188,8 @@ if __name__ == "__main__":
     sys.path.insert(0, {root!r})
     from daskgpu import worker_processes
 
-    worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"], main=True)
+    worker_processes.start_for_command_line(["run", "mean-pipeline", "--cpu"],
+                                            lambda name: "pipelines.mean_pipeline", main=True)
     import daskgpu
 
     with daskgpu.cluster(cpu=True, workers=2, threads_per_worker=1, dashboard=False) as session:
