@@ -89,17 +89,22 @@ if __name__ == "__main__":
 def test_a_server_started_before_distributed_is_imported_still_limits_blas(tmp_path):
     # The command line starts the server before distributed (and its default settings) load:
     # the pre-spawn environment must still reach it.
+    assert _last_line_of(tmp_path, _STARTED_FIRST) == "['[1]', '[1]']"
+
+
+def _last_line_of(folder, template: str) -> str:
+    """Run ``template`` (with ``{root}``, this checkout) as a script; its last line out."""
     import subprocess
     import sys
 
     from conftest import ROOT
 
-    script = tmp_path / "started_first.py"
-    script.write_text(_STARTED_FIRST.format(root=str(ROOT)))
+    script = folder / "script.py"
+    script.write_text(template.format(root=str(ROOT)))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+                          timeout=120, cwd=folder)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "['[1]', '[1]']", proc.stdout
+    return proc.stdout.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -200,14 +205,4 @@ if __name__ == "__main__":
 def test_workers_forked_for_a_command_line_find_its_program_imported(tmp_path):
     # The server imported the program (cli.py, here a script alike) as multiprocessing's
     # __mp_main__: a worker forked from it does not import the program again.
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
-    script = tmp_path / "preloaded_main.py"
-    script.write_text(_PRELOADED_MAIN.format(root=str(ROOT)))
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "['server', 'server']", proc.stdout
+    assert _last_line_of(tmp_path, _PRELOADED_MAIN) == "['server', 'server']"
