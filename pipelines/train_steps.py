@@ -108,68 +108,49 @@ def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
         scale = y.shape[0] / len(chosen)
         chosen = xp.asarray(chosen)
         x, y = x[chosen], y[chosen]
-    if library == "numpy":
-        total, loss, right = _pass_in_blocks(x, y, np.asarray(weights), gradient)
-    else:
-        total, loss, right = _pass_whole(xp, x, y, xp.asarray(weights), gradient)
+    if library == "numpy":  # a block small enough for the core's cache
+        block = max(MIN_BLOCK_ROWS, BLOCK_BYTES // max(1, x.shape[1] * x.dtype.itemsize))
+    else:  # on a GPU, two products over the whole shard
+        block = max(1, y.shape[0])
+    total, loss, right = _pass_in_blocks(xp, x, y, xp.asarray(weights), gradient, block)
     if gradient:
         total *= scale
     return (total, loss * scale, right, int(y.shape[0])), time.perf_counter() - began
 
 
-def _pass_whole(xp, x, y, w, gradient: bool) -> tuple:
-    """Loss, right answers and gradient of all rows at once: two large products (GPU)."""
-    logits = x @ w[:-1] + w[-1]
-    right = int((xp.argmax(logits, axis=1) == y).sum())
-    rows = xp.arange(y.shape[0])
-    logits -= logits.max(axis=1, keepdims=True)
-    exp = xp.exp(logits)
-    sums = exp.sum(axis=1)
-    loss = float((xp.log(sums) - logits[rows, y]).sum(dtype=np.float64))
-    if not gradient:
-        return 0.0, loss, right
-    exp /= sums[:, None]  # the class probabilities
-    exp[rows, y] -= 1  # minus the one-hot labels: d loss / d logits
-    total = np.empty(w.shape, dtype=np.float64)
-    total[:-1] = backends.to_host(x.T @ exp)
-    total[-1] = backends.to_host(exp.sum(axis=0, dtype=np.float64))
-    return total, loss, right
+def _pass_in_blocks(xp, x, y, w, gradient: bool, block: int) -> tuple:
+    """Loss sum, right answers and (if asked) float64 gradient of rows ``block`` at a time.
 
-
-def _pass_in_blocks(x: np.ndarray, y: np.ndarray, w: np.ndarray, gradient: bool) -> tuple:
-    """:func:`_pass_whole` on CPU, a block of rows at a time.
-
-    A block small enough for the core's cache is read from memory once for both products
-    (logits, then the gradient), where whole-shard products read every row twice; on two
-    cores sharing memory that was 20 % of a step. The gradient is summed in float64.
+    On CPU a block small enough for the core's cache is read from memory once for both
+    products (logits, then the gradient), where whole-shard products read every row twice;
+    on two cores sharing memory that was 20 % of a step. The gradient is summed in float64.
     """
     features, classes = w.shape[0] - 1, w.shape[1]
     weights, bias = w[:-1], w[-1]
-    block = max(MIN_BLOCK_ROWS, BLOCK_BYTES // max(1, features * x.dtype.itemsize))
-    transposed = np.zeros((classes, features), dtype=np.float64)  # the gradient, transposed
-    bias_gradient = np.zeros(classes, dtype=np.float64)
+    transposed = xp.zeros((classes, features), dtype=np.float64)  # the gradient, transposed
+    bias_gradient = xp.zeros(classes, dtype=np.float64)
     loss, right = 0.0, 0
-    offsets = np.arange(min(block, y.shape[0]))
+    offsets = xp.arange(min(block, y.shape[0]))
     for start in range(0, y.shape[0], block):
         xb, yb = x[start:start + block], y[start:start + block]
         rows = offsets[:yb.shape[0]]
         logits = xb @ weights
         logits += bias
-        right += int(np.count_nonzero(np.argmax(logits, axis=1) == yb))
+        right += int((xp.argmax(logits, axis=1) == yb).sum())
         logits -= logits.max(axis=1, keepdims=True)
-        exp = np.exp(logits)
+        exp = xp.exp(logits)
         sums = exp.sum(axis=1)
-        loss += float((np.log(sums) - logits[rows, yb]).sum(dtype=np.float64))
+        loss += float((xp.log(sums) - logits[rows, yb]).sum(dtype=np.float64))
         if gradient:
-            exp /= sums[:, None]
-            exp[rows, yb] -= 1
+            exp /= sums[:, None]  # the class probabilities
+            exp[rows, yb] -= 1  # minus the one-hot labels: d loss / d logits
             transposed += exp.T @ xb  # (classes, rows) @ (rows, features): BLAS's faster side
             bias_gradient += exp.sum(axis=0, dtype=np.float64)
     if not gradient:
         return 0.0, loss, right
     total = np.empty(w.shape, dtype=np.float64)
-    total[:-1] = transposed.T
-    total[-1] = bias_gradient
+    total[:-1] = backends.to_host(transposed).T
+    total[-1] = backends.to_host(bias_gradient)
     return total, loss, right
 
 

@@ -501,13 +501,13 @@ def test_a_cpu_pass_in_blocks_equals_one_over_the_whole_shard(monkeypatch, gradi
     monkeypatch.setattr(train_steps, "MIN_BLOCK_ROWS", 1)
     x, y = shard["x"], shard["y"]
     for w in (np.zeros((d + 1, k), np.float32), (teacher * 0.5).astype(np.float32)):
-        blocked = train_steps._pass_in_blocks(x, y, w, gradient)
-        whole = train_steps._pass_whole(np, x, y, w, gradient)
+        blocked = train_steps.shard_pass(shard, w, gradient, "numpy")[0][:3]
+        whole = train_steps._pass_in_blocks(np, x, y, w, gradient, rows)  # one block
         assert blocked[2] == whole[2]
         assert blocked[1] == pytest.approx(whole[1], rel=1e-6)
         if gradient:
             np.testing.assert_allclose(blocked[0], whole[0], rtol=1e-5, atol=1e-5)
         else:
             assert blocked[0] == whole[0] == 0.0
-    assert train_steps._pass_in_blocks(x, y, np.zeros((d + 1, k), np.float32),
-                                       False)[2] == int((y == 0).sum())
+    assert train_steps._pass_in_blocks(np, x, y, np.zeros((d + 1, k), np.float32), False,
+                                       7)[2] == int((y == 0).sum())
