@@ -11,6 +11,9 @@ import signal
 import sys
 import time
 
+# Whether this command line was already looked at for a head start (see below).
+_HEAD_START_CONSIDERED = __name__ == "__main__"
+
 if __name__ == "__main__":
     import atexit
 
@@ -158,10 +161,10 @@ class RunGroup(click.Group):
 
     def resolve_command(self, ctx, args):
         """Like click's, but an unknown pipeline gets a did-you-mean and the list."""
-        from daskgpu import worker_processes
+        if not _HEAD_START_CONSIDERED:  # `daskgpu` (console script) and in-process calls
+            from daskgpu import worker_processes
 
-        # unless started already
-        worker_processes.start_for_command_line([self.name, *args], registry.builtin_module)
+            worker_processes.start_for_command_line([self.name, *args], registry.builtin_module)
         if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
             registry.get(args[0])  # raises UnknownPipeline with suggestions
         return super().resolve_command(ctx, args)
