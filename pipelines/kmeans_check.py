@@ -45,7 +45,7 @@ import numpy as np
 from daskgpu.backends import to_host
 from daskgpu.registry import Verification, Workload
 from pipelines import kmeans_check_init as init_checks
-from pipelines.kmeans_data import INIT, POINTS, SEPARATION
+from pipelines.kmeans_data import POINTS, SEPARATION
 
 LAMBDA = 9.0
 FALSE_ALARM = 1e-9  # chance that a correct run's centroid falls outside the blob's bound
@@ -196,11 +196,6 @@ def shard_totals(seed: int, index: int, rows: int, clusters: int, dtype: str, li
     return total
 
 
-def _init_rows(ctx: dict) -> np.ndarray:
-    rng = np.random.default_rng(np.random.SeedSequence(ctx["seed"], spawn_key=(INIT,)))
-    return rng.choice(ctx["samples"], size=ctx["k"], replace=False)
-
-
 def _recompute(ctx: dict, trajectory: np.ndarray, chosen: dict | None = None) -> dict:
     """Totals of :func:`shard_totals` over all shards; the points picked, in their order.
 
@@ -208,7 +203,8 @@ def _recompute(ctx: dict, trajectory: np.ndarray, chosen: dict | None = None) ->
     candidates): the points at the candidates' rows (``candidates``).
     """
     if chosen is None:
-        rows, candidates = _init_rows(ctx), None
+        rows = init_checks.seeded_rows(ctx["seed"], ctx["samples"], ctx["k"])
+        candidates = None
     else:
         rows = np.asarray(chosen["rows"], dtype=np.int64)
         candidates = np.asarray(chosen["points"], dtype=np.float64)

@@ -39,10 +39,13 @@ MIN_BLOB = 100
 CELLS = 1 << 22
 
 
-def seeded_first_row(seed: int, samples: int) -> int:
-    """The documented first candidate: one row drawn from ``SeedSequence(seed, (INIT,))``."""
+def seeded_rows(seed: int, samples: int, k: int) -> np.ndarray:
+    """``k`` distinct rows from ``SeedSequence(seed, (INIT,))``: the random init, k-means||'s first.
+
+    The documented random initial centroids; with ``k`` = 1, k-means||'s first candidate.
+    """
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(INIT,)))
-    return int(rng.choice(samples, size=1, replace=False)[0])
+    return rng.choice(samples, size=k, replace=False)
 
 
 def check_reported(ctx: dict, chosen) -> str | None:
@@ -181,7 +184,7 @@ def check_sampling(ctx: dict, chosen: dict, totals: dict) -> str | None:
 def check_points(ctx: dict, chosen: dict, read: np.ndarray) -> str | None:
     """The candidates are the data's points at their rows, the first one the seeded row."""
     rows, points = np.asarray(chosen["rows"]), np.asarray(chosen["points"], dtype=np.float64)
-    first = seeded_first_row(ctx["seed"], ctx["samples"])
+    first = int(seeded_rows(ctx["seed"], ctx["samples"], 1)[0])
     if int(rows[0]) != first:
         return f"initial candidate 0 is row {int(rows[0])}, the seeded row {first} expected"
     differ = np.flatnonzero((points != read).any(axis=1))

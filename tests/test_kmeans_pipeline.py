@@ -447,7 +447,7 @@ def test_weighted_kmeans_ends_at_a_fixed_point():
 
 def test_the_init_checks_fail_on_crafted_wrong_candidates():
     ctx = {"k": 2, "samples": 50, "features": 2, "seed": 3}
-    first = kmeans_check_init.seeded_first_row(3, 50)
+    first = int(kmeans_check_init.seeded_rows(3, 50, 1)[0])
     good = {"rows": np.array([first, 7, 9]), "points": np.arange(6.0).reshape(3, 2),
             "weights": np.array([20, 20, 10]), "rounds": np.array([0, 1, 3]),
             "costs": np.array([9.0, 5.0, 4.0, 3.0, 2.0])}
