@@ -72,6 +72,15 @@ class ClusterPlan:
             return backends.get("cpu", (), self.n_workers or 1, threads)
         return None
 
+    @property
+    def dashboard_on_first_visit(self) -> bool:
+        """True where the dashboard's pages are built on their first request, not at start.
+
+        See :func:`daskgpu.dashboard.serve_on_first_visit`.
+        """
+        return (self.kind != "external" and bool(self.options.get("dashboard_address"))
+                and self.options.get("scheduler_kwargs", {}).get("dashboard") is False)
+
 
 def describe(p: ClusterPlan) -> str:
     """What starting the plan will do, in a few words (for a progress message)."""
@@ -155,6 +164,9 @@ def plan(
         # free loopback port rather than trying 8787 (or listening wherever --host says).
         common["dashboard_address"] = None
         common["scheduler_kwargs"] = {"dashboard": False, "dashboard_address": f"{LOOPBACK}:0"}
+    elif daskgpu_config.get("dashboard-on-first-visit"):
+        # Served from the start, its Bokeh pages built on the first visit (daskgpu.dashboard)
+        common["scheduler_kwargs"] = {"dashboard": False}
     gpu_only = {
         "rmm_pool_size": memory_sizes.parse(rmm_pool_size, "--rmm-pool-size", allow_zero=False),
         "device_memory_limit": memory_sizes.parse(device_memory_limit, "--device-memory-limit"),

@@ -1,10 +1,20 @@
-"""The Dask dashboard of a session: the link that really answers, and what it records."""
+"""The Dask dashboard of a session: the link that answers, what it records, when it is built.
+
+A cluster daskgpu starts serves the dashboard's address from the start, but builds the Bokeh
+pages on the first request for one (:func:`serve_on_first_visit`): importing Bokeh and the
+dashboard's modules costs about half a second of the client's CPU (Bokeh derives every model's
+signature as it defines the class), which a run nobody watches need not pay.
+``daskgpu.dashboard-on-first-visit: false`` builds them as the scheduler starts, as Dask does.
+"""
 
 from __future__ import annotations
 
 import logging
 
+from tornado import web
+
 log = logging.getLogger("daskgpu")
+PREFIX = "/"  # where distributed's Scheduler serves the dashboard unless told otherwise
 
 
 def link_of(client) -> str | None:
@@ -62,3 +72,54 @@ def record_task_stream(client) -> bool:
         log.debug("cannot record the task stream: %s", exc)
         return False
     return True
+
+
+def serve_on_first_visit(scheduler) -> None:
+    """Have ``scheduler`` build its Bokeh dashboard on the first request for one of its pages.
+
+    ``scheduler`` runs in this process, its HTTP server started without the dashboard
+    (``dashboard=False`` with a ``dashboard_address``). Its own routes (``/health``,
+    ``/metrics``, ``/info``...) answer as before; any other path (``/status``, ``/``) builds
+    the dashboard in the scheduler's event loop, as distributed builds a performance report's
+    plots, then redirects to itself, now a Bokeh page. Without Bokeh it answers 503 and says so.
+    """
+    loader = web.Application([(r".*", _FirstVisit, {"scheduler": scheduler})])
+    # distributed's RoutingApplication asks these only for paths its own routes do not have.
+    scheduler.http_application.applications.append(loader)
+
+
+def build_dashboard(scheduler, loader: web.Application | None = None) -> None:
+    """Build ``scheduler``'s Bokeh dashboard now, in place of ``loader`` (its first-visit stand-in).
+
+    Raises
+    ------
+    ImportError
+        Bokeh is missing, or a version distributed does not support.
+    """
+    applications = scheduler.http_application.applications
+    if loader is not None and loader not in applications:
+        return  # an earlier request built it
+    import distributed.dashboard.scheduler as bokeh_dashboard
+
+    bokeh_dashboard.connect(scheduler.http_application, scheduler.http_server, scheduler,
+                            prefix=PREFIX)
+    if loader is not None:
+        applications.remove(loader)
+
+
+class _FirstVisit(web.RequestHandler):
+    """Builds the dashboard, then sends the browser back to the page it asked for."""
+
+    def initialize(self, scheduler) -> None:
+        self.scheduler = scheduler
+
+    def get(self, *args) -> None:
+        try:
+            build_dashboard(self.scheduler, self.application)
+        except ImportError as exc:
+            self.set_status(503)
+            self.write(f"The Dask dashboard needs Bokeh (pip install 'bokeh>=3.1'): {exc}\n")
+            return
+        self.redirect(self.request.uri)
+
+    head = get

@@ -230,6 +230,8 @@ def start(p: ClusterPlan, warm_up: str | None = None) -> Iterator[Session]:
                               dashboard=dashboards.served_link(client), notices=tuple(notices))
         else:
             cluster = _start_local(p, notices, warm_up)
+            if p.dashboard_on_first_visit:
+                dashboards.serve_on_first_visit(cluster.scheduler)
             _no_cuda_context_here()
             client = Client(cluster, set_as_default=False)
             _wait_for_workers(client, p.n_workers)
@@ -312,7 +314,8 @@ def cluster(
         Where the dashboard listens (default ``daskgpu.dashboard-address``, 127.0.0.1:8787).
         Beyond loopback it is reachable from the network: the notices warn.
     dashboard : bool, default True
-        False serves no dashboard.
+        False serves no dashboard. Served, its pages are built on the first visit
+        (``daskgpu.dashboard-on-first-visit``; see :mod:`daskgpu.dashboard`).
     host : str, default "127.0.0.1"
         Where a started cluster's scheduler and workers listen.
     rmm_pool_size : str or int, optional
