@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# One GPU, the pipelines a GPU machine has not run yet: train, kmeans, matmul, pca and fft.
+#
+# For each: `cli.py run NAME --gpus 0 --json` at a moderate size (does it verify?), then
+# `cli.py bench NAME --gpus 0` at the size its performance target names, against the pipeline's
+# one-GPU CuPy baseline. Each step under a timeout, all under one budget; a step that no longer
+# fits is skipped, not cut.
+#
+#   bash tools/gpu-check-pipelines.sh                     # on the GPU machine, from the root
+#   DEVICE=--cpu SCALE=small bash tools/gpu-check-pipelines.sh   # the same steps on CPU, small
+#
+# The GPU machine lacks dask, distributed, dask-cuda and bokeh: their wheels come in .whl/ (see
+# the GPU kit's fetch-wheels.sh) and are installed into $SITE unless that holds them already.
+# What comes back under $OUT: summary.txt (read it first), runs.log, bench.log, results.json.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+BUDGET=${BUDGET:-400}
+DEVICE=${DEVICE:---gpus 0}
+SCALE=${SCALE:-full}
+SITE=${SITE:-/tmp/site}
+JSON_DIR=$(mktemp -d)
+START=$SECONDS
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+
+note() { echo "[$((SECONDS - START))s] $*" | tee -a "$SUMMARY"; }
+
+# attempt NAME LOG LIMIT COMMAND: run COMMAND for at most LIMIT seconds (or what is left of the
+# budget), if at least 30 are left; note its exit code
+attempt() {
+  local name=$1 log=$2 limit=$3 command=$4 began=$SECONDS rc
+  local remaining=$((BUDGET - (SECONDS - START)))
+  if [ "$remaining" -lt 30 ]; then
+    note "SKIP $name (only ${remaining}s left)"
+    return
+  fi
+  [ "$limit" -gt "$remaining" ] && limit=$remaining
+  echo "===== $name: $command" >> "$OUT/$log"
+  timeout -k 10 "$limit" bash -c "$command" >> "$OUT/$log" 2>&1
+  rc=$?
+  note "$name rc=$rc $((SECONDS - began))s$([ "$rc" -ge 124 ] && echo ' (timed out)')"
+}
+
+if [ "$DEVICE" != "--cpu" ]; then
+  if ! PYTHONPATH=$SITE python3 -c "import dask_cuda, distributed" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl \
+      >> "$OUT/runs.log" 2>&1 || note "PROBLEM: the wheels in .whl/ did not install"
+    # The project is not installed: its pipelines register through an entry point.
+    mkdir -p "$SITE/daskgpu-0.1.0.dist-info"
+    printf 'Metadata-Version: 2.1\nName: daskgpu\nVersion: 0.1.0\n' \
+      > "$SITE/daskgpu-0.1.0.dist-info/METADATA"
+    printf '[daskgpu.pipelines]\nbuiltin = pipelines\n' \
+      > "$SITE/daskgpu-0.1.0.dist-info/entry_points.txt"
+  fi
+  export PYTHONPATH=$SITE:$PWD
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv \
+    >> "$OUT/runs.log" 2>&1
+fi
+PYTHON=${PYTHON:-python3}
+
+# name | run options (moderate size) | bench options (the target's size)
+if [ "$SCALE" = small ]; then
+  CASES="train-pipeline|--samples 20000 --features 64 --steps 3|--samples 20000 --features 64 --steps 3
+kmeans-pipeline|--samples 50000 --features 8 --clusters 4|--samples 50000 --features 8 --clusters 4
+matmul-pipeline|--size 512|--size 1024
+pca-pipeline|--samples 50000 --features 32|--samples 100000 --features 32
+fft-pipeline|--size 512|--size 1024 --dtype complex64"
+else
+  CASES="train-pipeline|--samples 1000000 --steps 5|--samples 10000000 --steps 5
+kmeans-pipeline|--samples 10000000|--samples 100000000
+matmul-pipeline|--size 8192|--size 32768 --dtype float32
+pca-pipeline|--samples 10000000 --dtype float32|--samples 100000000 --dtype float32
+fft-pipeline|--size 8192 --dtype complex64|--size 32768 --dtype complex64"
+fi
+
+while IFS='|' read -r name run_options bench_options; do
+  attempt "run $name" runs.log 90 \
+    "$PYTHON cli.py run $name $run_options $DEVICE --no-dashboard --json > $JSON_DIR/run-$name.json; rc=\$?; tail -c 1200 $JSON_DIR/run-$name.json; exit \$rc"
+done <<< "$CASES"
+while IFS='|' read -r name run_options bench_options; do
+  attempt "bench $name" bench.log 100 \
+    "$PYTHON cli.py bench $name $bench_options $DEVICE --repeat 2 --warmup 1 --quiet --json $JSON_DIR/bench-$name.json"
+done <<< "$CASES"
+
+$PYTHON - "$JSON_DIR" "$OUT/results.json" "$SUMMARY" <<'EOF'
+import json, os, sys
+source, target, summary = sys.argv[1:4]
+results = {}
+for name in sorted(os.listdir(source)):
+    with open(os.path.join(source, name)) as f:
+        text = f.read().strip()
+    try:
+        results[name] = json.loads(text)
+    except ValueError:
+        results[name] = {"unparsed": text[-2000:]}
+with open(target, "w") as f:
+    json.dump(results, f, indent=1, default=str)
+lines = []
+for name, doc in results.items():
+    if name.startswith("run-") and "verified" in doc:
+        t = doc.get("timings", {})
+        lines.append(f"{name}: verified={doc['verified']} compute_s={t.get('compute_s')}")
+    elif name.startswith("bench-") and doc.get("measurements"):
+        m = doc["measurements"][0]
+        lines.append(f"{name}: backend={doc.get('backend')} median_s={m.get('median_s')} "
+                     f"baseline_s={m.get('baseline_s')} ratio={m.get('ratio')} "
+                     f"verified={m.get('verified')}")
+    else:
+        lines.append(f"{name}: no result (see runs.log / bench.log)")
+with open(summary, "a") as f:
+    f.write("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
+note "done; every JSON document in results.json"
