@@ -1,0 +1,31 @@
+"""tools/gpu-check-pipelines.sh, dry-run on CPU workers: its every step still runs and verifies."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+PIPELINES = ("train-pipeline", "kmeans-pipeline", "matmul-pipeline", "pca-pipeline",
+             "fft-pipeline")
+
+
+def test_gpu_check_script_runs_every_step_on_cpu(tmp_path):
+    env = dict(os.environ, DEVICE="--cpu", SCALE="small", PYTHON=sys.executable,
+               OUT=str(tmp_path), BUDGET="400")
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "gpu-check-pipelines.sh")], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = (tmp_path / "summary.txt").read_text()
+    assert "SKIP" not in summary
+    for name in PIPELINES:
+        for step in ("run", "bench"):
+            assert f"{step} {name} rc=0" in summary, summary
+    results = json.loads((tmp_path / "results.json").read_text())
+    for name in PIPELINES:
+        assert results[f"run-{name}.json"]["verified"] is True
+        bench = results[f"bench-{name}.json"]["measurements"][0]
+        assert bench["verified"] is True and bench["baseline_s"] > 0 and bench["ratio"] > 0
