@@ -8,7 +8,8 @@
   whole process <= compute + 1.5 s), with the phases it reports.
 - The same with the dashboard built as the scheduler starts, as Dask does
   (``DASKGPU_DASHBOARD_ON_FIRST_VISIT=false``: the scheduler imports Bokeh), and with
-  ``--no-dashboard``, in alternating rounds.
+  ``--no-dashboard``, in alternating rounds; and what the first visit then costs: the first
+  dashboard page (built on that request) against the next one, in a process of its own.
 - The first compute on a fresh cluster, with the workers warmed for the pipeline as they start
   (the default) and without (``DASKGPU_WORKER__WARM_UP_ON_START=false``), in alternating rounds.
 - The same whole run with CPU workers forked from a preloaded server (the default) and spawned
@@ -45,6 +46,30 @@ def run_mean(size: int, extra_env: dict | None = None, dashboard: bool = True
     return seconds, json.loads(out)["timings"]
 
 
+FIRST_VISIT = """
+import sys, time, urllib.request
+import daskgpu
+
+def page(link):
+    began = time.perf_counter()
+    with urllib.request.urlopen(link, timeout=60) as response:
+        response.read()
+    return time.perf_counter() - began
+
+if __name__ == "__main__":
+    with daskgpu.cluster(cpu=True, workers=1, threads_per_worker=1,
+                         dashboard_address="127.0.0.1:0") as session:
+        print(page(session.dashboard), page(session.dashboard))
+"""
+
+
+def first_visit() -> tuple[float, float]:
+    """Seconds for the first dashboard page of a fresh cluster, and for the same page again."""
+    out = subprocess.run([sys.executable, "-c", FIRST_VISIT], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout.split()
+    return float(out[-2]), float(out[-1])
+
+
 def beyond_compute(runs: list[tuple[float, dict]], verify: bool = False) -> float:
     """Median of whole process minus compute (and minus verification unless ``verify``)."""
     return statistics.median(w - t["compute_s"] - (0.0 if verify else t["verify_s"])
@@ -66,10 +91,12 @@ def main() -> None:
         "spawned": {"DASKGPU_WORKER__CPU_START_METHOD": "spawn"},
     }
     runs: dict[str, list[tuple[float, dict]]] = {name: [] for name in [*variants, "no dashboard"]}
+    visits = []
     for _ in range(args.repeat):
         for name, env in variants.items():
             runs[name].append(run_mean(args.size, env))
         runs["no dashboard"].append(run_mean(args.size, dashboard=False))
+        visits.append(first_visit())
 
     print(f"{os.cpu_count()} cores; medians of {args.repeat} alternating rounds")
     for name, times in quick.items():
@@ -90,6 +117,9 @@ def main() -> None:
         print(f"  the same with {what}: without the verification, compute + "
               f"{beyond_compute(runs[name]):.2f} s, cluster_start_s "
               f"{statistics.median(t['cluster_start_s'] for _, t in runs[name]):.2f}")
+    print(f"  the first dashboard page, built on that visit: "
+          f"{statistics.median(v[0] for v in visits):.2f} s; the same page again "
+          f"{statistics.median(v[1] for v in visits):.2f} s")
     spawned = runs["spawned"]
     print(f"  the same, workers spawned (distributed's default): compute + "
           f"{beyond_compute(spawned, verify=True):.2f} s; forked from the preloaded server: "
