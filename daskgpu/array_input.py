@@ -89,8 +89,8 @@ def open_array(path: str, what: str = "--input", dtypes: tuple[str, ...] = ()) -
     what : str
         How the error line names the input (its option).
     dtypes : tuple of str
-        The element types the caller can use (``("float32", "float64")``); any numeric one
-        when empty.
+        The element types the caller can use (``("float32", "float64")``); any real numeric
+        one when empty. Complex values are refused unless their type is named here.
 
     Raises
     ------
@@ -132,13 +132,14 @@ def _open_array(path: str, what: str, dtypes: tuple[str, ...]) -> ArraySource:
     return opener(path, what, dtypes)
 
 
-def _check_dtype(dtype: np.dtype, path: str, what: str) -> None:
+def _check_dtype(dtype: np.dtype, path: str, what: str, dtypes: tuple[str, ...] = ()) -> None:
     if dtype.hasobject:
         raise InputFileError(
             f"{what} {path}: holds Python objects, which daskgpu never unpickles; "
             "save a numeric array"
         )
-    if dtype.kind not in _NUMERIC_KINDS:
+    # Complex values only where the caller names a complex type among those it can use.
+    if dtype.kind not in _NUMERIC_KINDS and dtype.name not in dtypes:
         raise InputFileError(f"{what} {path}: holds {dtype} values; a numeric array is needed")
 
 
@@ -175,7 +176,7 @@ def _open_npy(path: str, what: str, dtypes: tuple[str, ...] = ()) -> ArraySource
         raise InputFileError(f"{what} {path}: not a valid .npy file ({exc}); {_HOW}") from None
     if not dtype.hasobject:
         _check_wanted(dtype, dtypes, path, what)
-    _check_dtype(dtype, path, what)
+    _check_dtype(dtype, path, what, dtypes)
     if any(n < 0 for n in shape):
         _check_shape(tuple(shape), path, what)
     expected = math.prod(shape) * dtype.itemsize
@@ -200,7 +201,7 @@ def _open_zarr(path: str, what: str, dtypes: tuple[str, ...] = ()) -> ArraySourc
         raise InputFileError(f"{what} {path}: not a readable Zarr array ({exc}); {_HOW}") from None
     if not dtype.hasobject:
         _check_wanted(dtype, dtypes, path, what)
-    _check_dtype(dtype, path, what)
+    _check_dtype(dtype, path, what, dtypes)
     _check_shape(tuple(arr.shape), path, what)
     return ArraySource(path, "zarr", tuple(arr.shape), dtype, arr)
 

@@ -11,7 +11,8 @@ What the check establishes about the spectrum X of the n x n input x:
   computed here as products with exponentials in float64 (no FFT).
 - For generated data: every planted sinusoid shows as a peak at its frequency with its
   amplitude and phase (n^2 A e^(i phi), half of it for a cosine, A e^(i phi) at the negated
-  frequency for the inverse), and no other reported cell stands above the noise.
+  frequency for the inverse), and no other reported cell stands above the noise. For an input:
+  the largest reported cells (the reported maximum among them) equal their DFT sums.
 
 Tolerances: the FFT's norm-wise rounding error, about log2(N) * 6u relative for N = n^2
 points in the transform's type (u its unit roundoff; Higham, *Accuracy and Stability of
@@ -40,6 +41,7 @@ SAFETY = 2.0
 EPS64 = float(np.finfo(np.float64).eps)
 TINY = float(np.finfo(np.float64).tiny)
 NOISE_SIGMAS = 10.0  # a peak, or a cell that is not one, may stand this far from its value
+CHECKED_PEAKS = 3  # an input's largest reported cells recomputed as DFT sums
 
 
 def verify(workload: Workload, raw) -> Verification:
@@ -51,10 +53,10 @@ def verify(workload: Workload, raw) -> Verification:
     failure = _check_shapes(ctx, result) or _check_totals(result)
     if failure:
         return Verification(False, failure)
-    again = recompute(ctx)
+    peaks = _largest_reported(result) if ctx["source"] is not None else ([], [])
+    again = recompute(ctx, peaks)
     checks = [_check_parseval, _check_samples]
-    if ctx["source"] is None:
-        checks.append(_check_peaks)
+    checks.append(_check_peaks if ctx["source"] is None else _check_largest)
     for check in checks:
         failure = check(ctx, result, again)
         if failure:
@@ -62,7 +64,8 @@ def verify(workload: Workload, raw) -> Verification:
     n, m = ctx["n"], ctx["m"]
     peaks = (f"; all {len(_planted(ctx)['u'])} planted peaks at their frequencies with their "
              "amplitudes, nothing else above the noise" if ctx["source"] is None else
-             "; no planted peaks in an input")
+             f"; the {len(again['peaks'])} largest reported cells agree with their DFT sums "
+             "(an input has no planted peaks)")
     return Verification(True, (
         f"Parseval's identity holds for the {n} x {m} spectrum against the input's sum of "
         f"squares taken apart; {len(result['samples'])} sampled cells agree with DFT sums over "
@@ -148,12 +151,35 @@ def _cell_tolerance(ctx: dict, again: dict) -> float:
 
 def _check_samples(ctx: dict, result: dict, again: dict) -> str | None:
     rows, cols = fft_data.sampled_cells(ctx["n"], ctx["col_chunks"], ctx["check_seed"])
+    return _check_cells(ctx, again, "sampled cell", rows, cols, result["samples"],
+                        again["cells"])
+
+
+def _largest_reported(result: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and columns of the largest reported cells (the reported maximum first)."""
+    order = np.argsort(-np.abs(np.asarray(result["peak_values"])), kind="stable")
+    picked = order[:CHECKED_PEAKS]
+    return (np.asarray(result["peak_rows"], np.int64)[picked],
+            np.asarray(result["peak_cols"], np.int64)[picked])
+
+
+def _check_largest(ctx: dict, result: dict, again: dict) -> str | None:
+    rows, cols = _largest_reported(result)
+    reported = {(int(r), int(c)): complex(v) for r, c, v in
+                zip(result["peak_rows"], result["peak_cols"], result["peak_values"],
+                    strict=True)}
+    got = [reported[(int(r), int(c))] for r, c in zip(rows, cols, strict=True)]
+    return _check_cells(ctx, again, "reported peak", rows, cols, got, again["peaks"])
+
+
+def _check_cells(ctx: dict, again: dict, what: str, rows, cols, got, expected) -> str | None:
+    """The first of the cells whose reported value is off its DFT sum, in one line."""
     tolerance = _cell_tolerance(ctx, again)
-    for s, (got, expected) in enumerate(zip(result["samples"], again["cells"], strict=True)):
-        if not abs(got - expected) <= tolerance:
-            return (f"sampled cell X[{rows[s]}, {cols[s]}]: {got:.10g} reported, "
-                    f"{expected:.10g} as a DFT sum over the input (off by "
-                    f"{abs(got - expected):.3g}, bound {tolerance:.3g})")
+    for s, (value, sum_) in enumerate(zip(got, expected, strict=True)):
+        if not abs(value - sum_) <= tolerance:
+            return (f"{what} X[{rows[s]}, {cols[s]}]: {value:.10g} reported, {sum_:.10g} as "
+                    f"a DFT sum over the input (off by {abs(value - sum_):.3g}, bound "
+                    f"{tolerance:.3g})")
     return None
 
 
@@ -244,12 +270,12 @@ def input_block(ctx: dict, index: int) -> np.ndarray:
     return values.astype(value_type).astype(wide)
 
 
-def block_terms(ctx: dict, index: int) -> dict:
-    """One row block's sum of squares, sum of magnitudes, and DFT partial sums at the cells."""
+def block_terms(ctx: dict, index: int, cells: tuple) -> dict:
+    """One row block's sum of squares, sum of magnitudes, and DFT partial sums at ``cells``."""
     x = input_block(ctx, index)
     n = ctx["n"]
     r0 = int(fft_data.starts(ctx["row_chunks"])[index])
-    rows, cols = fft_data.sampled_cells(n, ctx["col_chunks"], ctx["check_seed"])
+    rows, cols = (np.asarray(part, np.int64) for part in cells)
     sign = 1.0 if ctx["inverse"] else -1.0
     across = np.exp(sign * 2j * math.pi / n * ((np.arange(n)[:, None] * cols[None, :]) % n))
     down = np.exp(sign * 2j * math.pi / n
@@ -264,12 +290,21 @@ def _add(*parts: dict) -> dict:
     return {key: sum(p[key] for p in parts) for key in parts[0]}
 
 
-def recompute(ctx: dict) -> dict:
-    """The input's sum of squares and of magnitudes, and X at the sampled cells, on the workers."""
-    terms = [dask.delayed(block_terms, pure=True)(ctx, i) for i in range(len(ctx["row_chunks"]))]
+def recompute(ctx: dict, peaks: tuple = ((), ())) -> dict:
+    """The input's sums of squares and of magnitudes, and X at the sampled and ``peaks`` cells.
+
+    Summed over the input's row blocks on the workers. ``peaks`` (rows, columns) are cells the
+    run reported; their values come back as ``peaks``, the sampled cells' as ``cells``.
+    """
+    rows, cols = fft_data.sampled_cells(ctx["n"], ctx["col_chunks"], ctx["check_seed"])
+    cells = (np.concatenate([rows, np.asarray(peaks[0], np.int64)]),
+             np.concatenate([cols, np.asarray(peaks[1], np.int64)]))
+    terms = [dask.delayed(block_terms, pure=True)(ctx, i, cells)
+             for i in range(len(ctx["row_chunks"]))]
     (total,) = dask.compute(dask.delayed(_add, pure=True)(*terms))
     if ctx["inverse"]:
         total["cells"] = total["cells"] / float(ctx["n"]) ** 2
+    total["cells"], total["peaks"] = total["cells"][:len(rows)], total["cells"][len(rows):]
     return total
 
 

@@ -46,7 +46,7 @@ from pipelines import fft_data, fft_layout, fft_stages
 from pipelines.fft_check import MUTATIONS, verify
 
 DTYPES = ("complex128", "complex64")
-INPUT_DTYPES = ("float32", "float64")
+INPUT_DTYPES = ("complex64", "complex128", "float32", "float64")
 
 
 def side(value) -> int:
@@ -69,8 +69,8 @@ PARAMS = (
     Param("real", switch, None, "Transform of real data (numpy.fft.rfft2: n x (n/2+1) "
           "half spectrum).", "", nargs=0),
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
-    Param("input", optional_path, None, "Read a square float32/float64 array from this .npy "
-          "file or Zarr array.", "PATH"),
+    Param("input", optional_path, None, "Read a square float32/float64 (complex64/complex128 "
+          "without --real) array from this .npy file or Zarr array.", "PATH"),
     Param("output", output_path((".npy", ".zarr")), None, "Write the spectrum to this .npy "
           "file or Zarr directory.", "PATH"),
 )
@@ -87,7 +87,7 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     ParameterError
         Contradicting options, or a layout with too many or too large blocks.
     InputFileError
-        A missing, non-numeric, complex, non-square or not 2-D input.
+        A missing, non-numeric, non-square or not 2-D input; a complex one with ``--real``.
     """
     values = dict(values)
     values["inverse"], values["real"] = bool(values["inverse"]), bool(values["real"])
@@ -104,6 +104,9 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
             shown = " x ".join(map(str, source.shape))
             raise InputFileError(f"--input {source.path}: holds an array of shape {shown}; a "
                                  "square n x n array (2 axes) is needed")
+        if values["real"] and source.dtype.kind == "c":
+            raise InputFileError(f"--input {source.path}: holds {source.dtype} values; --real "
+                                 "transforms real data (rfft2): drop --real for a complex input")
         inputs["input"] = source
         n = source.shape[0]
         if values["dtype"] is None:

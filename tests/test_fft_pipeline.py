@@ -167,6 +167,52 @@ def test_a_npy_input_is_transformed_and_written(cpu_client, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spectrum.npy", "x.npy"]
 
 
+@pytest.mark.parametrize("dtype", ["complex128", "complex64"])
+def test_a_complex_input_is_transformed_and_verified(cpu_client, tmp_path, dtype):
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((24, 24)) + 1j * rng.standard_normal((24, 24))).astype(dtype)
+    source, out = tmp_path / "x.npy", tmp_path / "spectrum.npy"
+    np.save(source, x)
+    result = daskgpu.run("fft-pipeline", client=cpu_client, input=str(source), chunks=7,
+                         output=str(out))
+    assert result.verified, result.verification
+    assert result.params["dtype"] == dtype
+    written = np.load(out)
+    assert written.dtype == np.dtype(dtype)
+    tol = 1e-4 * 24 if dtype == "complex64" else 1e-10
+    np.testing.assert_allclose(written, np.fft.fft2(x.astype(np.complex128)), rtol=0, atol=tol)
+
+
+def test_every_mutation_of_an_input_run_is_caught(cpu_client, tmp_path):
+    """Without planted peaks, the reported maximum is checked against its DFT sum."""
+    from conftest import compute_as_runner, verify_on
+
+    rng = np.random.default_rng(10)
+    np.save(tmp_path / "x.npy", rng.standard_normal((36, 36)) + 1j * rng.standard_normal((36, 36)))
+    spec, workload, raw = compute_as_runner(cpu_client, "fft-pipeline",
+                                            input=str(tmp_path / "x.npy"), chunks=10)
+    check = verify_on(cpu_client, spec, workload, raw)
+    assert check.ok and "3 largest reported cells agree" in check.detail, check.detail
+    for mutation in fft_check.MUTATIONS:
+        altered = verify_on(cpu_client, spec, workload, mutation.alter(raw))
+        assert not altered.ok, mutation.name
+        assert mutation.names in altered.detail, (mutation.name, altered.detail)
+
+
+def test_a_written_spectrum_transforms_back_to_its_input(cpu_client, tmp_path):
+    """--output of a forward run is the --input of an inverse one: the round trip is exact."""
+    x = np.random.default_rng(9).standard_normal((32, 32))
+    image, spectrum, back = tmp_path / "x.npy", tmp_path / "X.zarr", tmp_path / "back.npy"
+    np.save(image, x)
+    forward = daskgpu.run("fft-pipeline", client=cpu_client, input=str(image), chunks=10,
+                          output=str(spectrum))
+    inverse = daskgpu.run("fft-pipeline", client=cpu_client, input=str(spectrum), chunks=10,
+                          inverse=True, output=str(back))
+    assert forward.verified and inverse.verified, inverse.verification
+    assert inverse.data["transform"] == "ifft2" and inverse.data["format"] == "zarr"
+    np.testing.assert_allclose(np.load(back), x, rtol=0, atol=1e-12)
+
+
 def test_a_wrong_spectrum_fails_verification(cpu_client, monkeypatch):
     """A real fault in the computation (columns transformed the wrong way) is caught."""
     from conftest import compute_as_runner, verify_on
@@ -239,6 +285,15 @@ def test_inputs_it_cannot_transform_are_refused(tmp_path, array, fragment):
         SPEC.resolve(CPU2, input=str(path))
     with pytest.raises(ParameterError, match="--size"):
         SPEC.resolve(CPU2, input=str(path), size=4)
+
+
+def test_a_complex_input_with_real_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "z.npy"
+    np.save(path, np.ones((8, 8), dtype=np.complex64))
+    with pytest.raises(InputFileError, match="holds complex64 values; --real transforms real "
+                       "data .*drop --real"):
+        SPEC.resolve(CPU2, input=str(path), real=True)
+    assert SPEC.resolve(CPU2, input=str(path))["dtype"] == "complex64"
 
 
 def test_flags_read_as_switches():
