@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 from conftest import compute_as_runner, verify_on
 
@@ -82,6 +83,66 @@ def test_an_altered_result_fails_and_says_what_disagreed(cpu_client, results, na
     assert "\n" not in check.detail
     # the original still verifies: the mutation altered a copy, and verify kept no state
     assert verify(cpu_client, spec, workload, before).ok
+
+
+# ------------------------------------------------------------------ the same on an input
+
+# Mutations of what a run on an input does not report (there is no teacher model to compare).
+NOT_REPORTED_FOR_INPUTS = {("train-pipeline", "teacher's best accuracy altered")}
+
+
+def _input_cases(folder) -> dict:
+    """Small runs on input files (written to ``folder``): the check re-reads them its own way."""
+    rng = np.random.default_rng(1)
+    arrays = {
+        "m.npy": rng.random((600, 600)),
+        "h.npy": rng.standard_normal(40_000),
+        "a.npy": rng.standard_normal((150, 120)),
+        "b.npy": rng.standard_normal((120, 130)),
+        "p.npy": rng.standard_normal((3_000, 16)) @ np.diag(np.linspace(3, 0.1, 16)),
+        "k.npy": (rng.uniform(-10, 10, (5, 4))[rng.integers(0, 5, 8_000)]
+                  + rng.standard_normal((8_000, 4))).astype(np.float32),
+        "tx.npy": rng.standard_normal((4_000, 32)).astype(np.float32),
+        "f.npy": rng.standard_normal((48, 48)) + 1j * rng.standard_normal((48, 48)),
+    }
+    arrays["ty.npy"] = np.argmax(arrays["tx.npy"] @ rng.standard_normal((32, 5)), axis=1)
+    for name, array in arrays.items():
+        np.save(folder / name, array)
+    path = {name: str(folder / name) for name in arrays}
+    return {
+        "mean-pipeline": {"input": path["m.npy"], "chunks": 200},
+        "histogram-pipeline": {"input": path["h.npy"], "chunks": 5_000, "bins": 16},
+        "matmul-pipeline": {"input_a": path["a.npy"], "input_b": path["b.npy"],
+                            "chunks": "60,40,50"},
+        "pca-pipeline": {"input": path["p.npy"], "chunks": 700, "components": 4},
+        "kmeans-pipeline": {"input": path["k.npy"], "chunks": 2_000, "k": 5, "seed": 3},
+        "train-pipeline": {"input": path["tx.npy"], "labels": path["ty.npy"], "chunks": 1_000,
+                           "steps": 4, "classes": 5, "seed": 3},
+        "fft-pipeline": {"input": path["f.npy"], "chunks": 20},
+    }
+
+
+INPUT_PIPELINES = ("mean-pipeline", "histogram-pipeline", "matmul-pipeline", "pca-pipeline",
+                   "kmeans-pipeline", "train-pipeline", "fft-pipeline")
+
+
+@pytest.fixture(scope="module")
+def input_results(cpu_client, tmp_path_factory):
+    cases = _input_cases(tmp_path_factory.mktemp("inputs"))
+    return {name: compute_as_runner(cpu_client, name, **cases[name]) for name in INPUT_PIPELINES}
+
+
+@pytest.mark.parametrize("name", INPUT_PIPELINES)
+def test_on_an_input_every_reported_alteration_fails(cpu_client, input_results, name):
+    """The checks of an input's run differ (re-read, no seeds): each mutation still fails it."""
+    spec, workload, raw = input_results[name]
+    assert verify(cpu_client, spec, workload, raw).ok
+    for mutation in spec.mutations:
+        if (name, mutation.name) in NOT_REPORTED_FOR_INPUTS:
+            continue
+        check = verify(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)))
+        assert not check.ok, f"{name} on an input: {mutation.name} still verifies: {check.detail}"
+        assert "\n" not in check.detail
 
 
 # ------------------------------------------------------------------ the same on GPU workers
