@@ -14,7 +14,7 @@ import daskgpu
 from daskgpu import params
 from daskgpu.backends import Backend
 from daskgpu.errors import InputFileError, ParameterError
-from pipelines import fft_blocks, fft_check, fft_data, fft_layout, fft_stages
+from pipelines import fft_blocks, fft_check, fft_check_recompute, fft_data, fft_layout, fft_stages
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 SPEC = daskgpu.get_pipeline("fft-pipeline")
@@ -56,7 +56,7 @@ def test_generated_input_is_the_documented_signal():
     resolved, sizes, x, _, _ = _stages(size=40, chunks=12, seed=7)
     ctx = {"n": 40, "real": False, "dtype": "complex128", "seed": 7, "source": None,
            "library": "numpy", "row_chunks": sizes["row_chunks"][0]}
-    again = np.concatenate([fft_check.input_block(ctx, i) for i in range(4)])
+    again = np.concatenate([fft_check_recompute.input_block(ctx, i) for i in range(4)])
     assert np.abs(x - again).max() < 1e-12
     spec = fft_data.signal(7, 40, False)
     assert len(spec["u"]) == fft_data.PEAKS
@@ -108,7 +108,7 @@ def test_gpu_branches_draw_reduce_and_check_alike(monkeypatch):
     assert not np.array_equal(x, fft_blocks.generated(info, n=30, seed=5))  # another generator
     ctx = {"n": 30, "real": False, "dtype": "complex128", "seed": 5, "source": None,
            "library": "xp_stand_in", "row_chunks": (12, 12, 6)}
-    np.testing.assert_allclose(fft_check.input_block(ctx, 1), x, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fft_check_recompute.input_block(ctx, 1), x, rtol=0, atol=1e-12)
     assert len(stand_in.seeds) == 2 and stand_in.seeds[0] == stand_in.seeds[1]
     cut = fft_blocks.piece(x, 3, 8, "xp_stand_in")
     assert cut.flags.c_contiguous and cut.shape == (5, 12)
