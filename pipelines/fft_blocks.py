@@ -80,14 +80,19 @@ def joined(pieces, library="numpy"):
     return importlib.import_module(library).concatenate(pieces, axis=1)
 
 
-def along_columns(block, library="numpy", inverse=False, value_type="complex128"):
+def along_columns(block, library="numpy", inverse=False, value_type="complex128",
+                  real_length=None):
     """The 1-D transform of whole columns, held transposed: every row of ``block`` (axis 1).
 
     Each column block arrives as its transpose (rows of a contiguous block), so that this
-    transform, like the first, runs along contiguous memory.
+    transform, like the first, runs along contiguous memory. ``real_length``: irfft2's last
+    stage instead, the inverse of a real transform of that length (rows of half spectra).
     """
     xp = importlib.import_module(library)
-    out = xp.fft.ifft(block, axis=1) if inverse else xp.fft.fft(block, axis=1)
+    if real_length is not None:
+        out = xp.fft.irfft(block, n=real_length, axis=1)
+    else:
+        out = xp.fft.ifft(block, axis=1) if inverse else xp.fft.fft(block, axis=1)
     return out.astype(value_type, copy=False)
 
 

@@ -3,7 +3,8 @@
 What the check establishes about the spectrum X of the n x n input x:
 
 - Parseval's identity: the spectrum's sum of squares (rfft2's half counted twice where it
-  stands for its mirror image) equals n^2 sum |x|^2 (forward) or sum |x|^2 / n^2 (inverse),
+  stands for its mirror image) equals n^2 sum |x|^2 (forward) or sum |x|^2 / n^2 (inverse;
+  for irfft2 the half spectrum's squares weighted so, its Hermitian part in columns 0, n/2),
   where sum |x|^2 is summed here in a separate pass over the input, drawn again (or re-read)
   on the workers.
 - Sampled cells: X at one seeded cell in every column block of the spectrum, and a few more,
@@ -175,8 +176,11 @@ def _check_cells(ctx: dict, again: dict, what: str, rows, cols, got, expected) -
     """The first of the cells whose reported value is off its DFT sum, in one line."""
     tolerance = _cell_tolerance(ctx, again)
     for s, (value, sum_) in enumerate(zip(got, expected, strict=True)):
+        # irfft2's cells are of its real result x, held transposed
+        cell = (f"x[{cols[s]}, {rows[s]}]" if ctx.get("half_inverse") else
+                f"X[{rows[s]}, {cols[s]}]")
         if not abs(value - sum_) <= tolerance:
-            return (f"{what} X[{rows[s]}, {cols[s]}]: {value:.10g} reported, {sum_:.10g} as "
+            return (f"{what} {cell}: {value:.10g} reported, {sum_:.10g} as "
                     f"a DFT sum over the input (off by {abs(value - sum_):.3g}, bound "
                     f"{tolerance:.3g})")
     return None

@@ -34,7 +34,9 @@ def input_block(ctx: dict, index: int) -> np.ndarray:
             stored = zarr.open_array(source.path, mode="r")
         else:
             stored = np.load(source.path, mmap_mode="r")
-        return np.asarray(stored[r0:r0 + h]).astype(value_type).astype(wide)
+        # irfft2's input is held transposed: its columns r0.. as rows
+        part = stored[:, r0:r0 + h].T if ctx.get("half_inverse") else stored[r0:r0 + h]
+        return np.asarray(part).astype(value_type).astype(wide)
     spec = fft_data.signal(ctx["seed"], n, real)
     r = np.arange(r0, r0 + h, dtype=np.int64)
     c = np.arange(n, dtype=np.int64)
@@ -64,7 +66,14 @@ def input_block(ctx: dict, index: int) -> np.ndarray:
 
 
 def block_terms(ctx: dict, index: int, cells: tuple) -> dict:
-    """One row block's sum of squares, sum of magnitudes, and DFT partial sums at ``cells``."""
+    """One row block's sum of squares, sum of magnitudes, and DFT partial sums at ``cells``.
+
+    irfft2 (``half_inverse``): the block holds columns l of the half spectrum X as rows. Its
+    result x is real with x[r, c] = Re(sum_kl w_l X[k, l] e^(2 pi i (k r + l c) / n)) / n^2,
+    w_l = 2 where column l stands for its mirror image too, 1 for columns 0 and n/2, whose
+    Hermitian part (X[k, l] + conj(X[-k, l])) / 2 alone reaches the result (as numpy's
+    irfft2 reads them): the squares count that part, weighted. Cells are of x's transpose.
+    """
     x = input_block(ctx, index)
     n = ctx["n"]
     r0 = int(fft_data.starts(ctx["row_chunks"])[index])
@@ -73,10 +82,18 @@ def block_terms(ctx: dict, index: int, cells: tuple) -> dict:
     across = np.exp(sign * 2j * math.pi / n * ((np.arange(n)[:, None] * cols[None, :]) % n))
     down = np.exp(sign * 2j * math.pi / n
                   * ((np.arange(r0, r0 + x.shape[0])[:, None] * rows[None, :]) % n))
-    partial = (down * (x @ across)).sum(axis=0)
+    weights = np.ones(x.shape[0])
+    squared = np.abs(x) ** 2
+    if ctx.get("half_inverse"):
+        weights = fft_data.column_weights(n, fft_data.spectrum_columns(n, True), True)[
+            r0:r0 + x.shape[0]]
+        for line in np.flatnonzero(weights == 1):
+            hermitian = (x[line] + np.conj(x[line][(-np.arange(n)) % n])) / 2
+            squared[line] = np.abs(hermitian) ** 2
+    partial = ((down * weights[:, None]) * (x @ across)).sum(axis=0)
     magnitudes = np.abs(x)
-    return {"squares": float((magnitudes * magnitudes).sum()), "l1": float(magnitudes.sum()),
-            "cells": partial}
+    return {"squares": float((weights[:, None] * squared).sum()),
+            "l1": float((weights[:, None] * magnitudes).sum()), "cells": partial}
 
 
 def _add(*parts: dict) -> dict:
@@ -95,6 +112,8 @@ def recompute(ctx: dict, peaks: tuple = ((), ())) -> dict:
     terms = [dask.delayed(block_terms, pure=True)(ctx, i, cells)
              for i in range(len(ctx["row_chunks"]))]
     (total,) = dask.compute(dask.delayed(_add, pure=True)(*terms))
+    if ctx.get("half_inverse"):  # a real result: the sums' real parts
+        total["cells"] = total["cells"].real.astype(np.complex128)
     if ctx["inverse"]:
         total["cells"] = total["cells"] / float(ctx["n"]) ** 2
     total["cells"], total["peaks"] = total["cells"][:len(rows)], total["cells"][len(rows):]

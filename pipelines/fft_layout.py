@@ -68,21 +68,27 @@ def check_layout(given, n: int, itemsize: int, backend, option: str) -> None:
 
 
 def layout(resolved) -> dict:
-    """The sizes of a run: n, spectrum columns m, the row blocks and the column blocks."""
+    """The sizes of a run: n, result columns m, the row blocks and the column blocks.
+
+    ``half_inverse`` (irfft2): the input, an n x (n/2+1) half spectrum, is held transposed in
+    row blocks (its column blocks), and the result is the n x n real array (m = n).
+    """
     source = resolved.inputs.get("input")
     n = source.shape[0] if source is not None else resolved["size"]
     real, dtype = resolved["real"], np.dtype(resolved["dtype"])
+    half_inverse = real and resolved["inverse"]
     width = slab_width(resolved["chunks"], n, dtype.itemsize, resolved.backend)
-    m = fft_data.spectrum_columns(n, real)
-    row_chunks = da.core.normalize_chunks((width, n), (n, n))
+    m = n if half_inverse else fft_data.spectrum_columns(n, real)
+    held = fft_data.spectrum_columns(n, True) if half_inverse else n  # rows of the held input
+    row_chunks = da.core.normalize_chunks((width, n), (held, n))
     slabs = len(row_chunks[0])
     col_width = -(-m // slabs)  # as many column blocks as row blocks
     col_chunks = da.core.normalize_chunks((n, col_width), (n, m))
-    return {"n": n, "m": m, "real": real, "dtype": dtype, "row_chunks": row_chunks,
-            "col_chunks": col_chunks}
+    return {"n": n, "m": m, "real": real, "half_inverse": half_inverse, "dtype": dtype,
+            "row_chunks": row_chunks, "col_chunks": col_chunks}
 
 
-def flop(n: int, real: bool) -> int:
+def flop(n: int, real: bool) -> int:  # irfft2 counts as rfft2
     """The conventional flop count of an n x n FFT: 5 N log2 N (half for real data), N = n^2."""
     count = 5 * n * n * math.log2(n * n) if n > 1 else 0
     return int(count / 2 if real else count)
@@ -93,5 +99,5 @@ def transpose_bytes(sizes: dict) -> int:
     rows, cols = sizes["row_chunks"][0], sizes["col_chunks"][1]
     # Row block i keeps the piece of it that column block i holds (there are as many).
     kept = sum(h * w for h, w in zip(rows, cols, strict=False))
-    total = sizes["n"] * sizes["m"]
+    total = sum(rows) * sizes["m"]
     return int((total - kept) * sizes["dtype"].itemsize)

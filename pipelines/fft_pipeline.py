@@ -4,7 +4,9 @@
 slabs: row blocks of whole rows, transformed along axis 1 (``numpy.fft`` or ``cupy.fft`` per
 block, see :mod:`pipelines.fft_blocks`); an all-to-all rechunk to column blocks of whole
 columns (the transpose: every block sends a piece to every other); then the transform along
-axis 0. ``--inverse`` gives ``ifft2``, ``--real`` ``rfft2`` (the half spectrum, n x (n/2 + 1)).
+axis 0. ``--inverse`` gives ``ifft2``, ``--real`` ``rfft2`` (the half spectrum, n x (n/2 + 1)),
+both ``irfft2`` of an ``--input`` half spectrum (held transposed: its column blocks first, the
+column transforms, the transpose, then the rows' real inverses; see :func:`fft_layout.layout`).
 
 The input is drawn on the workers from the seed (planted sinusoids plus noise, see
 :mod:`pipelines.fft_data`) or read from a ``.npy``/Zarr array. The spectrum is never gathered:
@@ -65,7 +67,8 @@ PARAMS = (
           "(auto: sized for the device).", "auto|N"),
     Param("dtype", choice(DTYPES), None, "Complex type of the transform [default: complex128, "
           "or the input's precision].", "complex128|complex64", DTYPES),
-    Param("inverse", switch, None, "Inverse transform (numpy.fft.ifft2).", "", nargs=0),
+    Param("inverse", switch, None, "Inverse transform (numpy.fft.ifft2; with --real, irfft2 "
+          "of an --input half spectrum).", "", nargs=0),
     Param("real", switch, None, "Transform of real data (numpy.fft.rfft2: n x (n/2+1) "
           "half spectrum).", "", nargs=0),
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
@@ -91,20 +94,24 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     """
     values = dict(values)
     values["inverse"], values["real"] = bool(values["inverse"]), bool(values["real"])
-    if values["real"] and values["inverse"]:
-        raise ParameterError("--inverse with --real: the inverse of rfft2 (irfft2) is not "
-                             "offered; give one of them")
+    half_inverse = values["real"] and values["inverse"]
+    if half_inverse and values["input"] is None:
+        raise ParameterError("--inverse --real (irfft2) transforms a half spectrum: give it "
+                             "with --input (an n x (n/2+1) complex array, as --real --output "
+                             "writes)")
     inputs: dict = {}
     if values["input"] is not None:
         if values["size"] is not None:
             raise ParameterError("--size with --input: the input's shape is the size; drop "
                                  "--size")
         source = array_input.open_array(values["input"], "--input", INPUT_DTYPES)
-        if len(source.shape) != 2 or source.shape[0] != source.shape[1]:
+        if half_inverse:
+            _check_half_spectrum(source)
+        elif len(source.shape) != 2 or source.shape[0] != source.shape[1]:
             shown = " x ".join(map(str, source.shape))
             raise InputFileError(f"--input {source.path}: holds an array of shape {shown}; a "
                                  "square n x n array (2 axes) is needed")
-        if values["real"] and source.dtype.kind == "c":
+        elif values["real"] and source.dtype.kind == "c":
             raise InputFileError(f"--input {source.path}: holds {source.dtype} values; --real "
                                  "transforms real data (rfft2): drop --real for a complex input")
         inputs["input"] = source
@@ -122,6 +129,19 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     return values, inputs
 
 
+def _check_half_spectrum(source) -> None:
+    """Refuse an irfft2 input that is not the n x (n/2+1) half spectrum of an n x n array."""
+    shape = source.shape
+    if len(shape) == 2 and shape[1] == fft_data.spectrum_columns(shape[0], True):
+        return
+    shown = " x ".join(map(str, shape))
+    wanted = (f"{shape[0]} x {fft_data.spectrum_columns(shape[0], True)} for n = {shape[0]}"
+              if len(shape) == 2 else "2 axes")
+    raise InputFileError(f"--input {source.path}: holds an array of shape {shown}; --inverse "
+                         f"--real needs the n x (n/2+1) half spectrum of an n x n array "
+                         f"({wanted})")
+
+
 def itemsize(values: dict) -> int:
     """Bytes of one element of the transform's type."""
     return np.dtype(values["dtype"]).itemsize
@@ -133,8 +153,10 @@ def itemsize(values: dict) -> int:
 def present(workload: Workload, raw: dict) -> dict:
     """The reported value: the spectrum's sum of squares and its largest cell."""
     result = raw["result"]
-    return answer(result["sum_of_squares"], result["peak_rows"], result["peak_cols"],
-                  result["peak_values"])
+    rows, cols = result["peak_rows"], result["peak_cols"]
+    if workload.context["half_inverse"]:  # irfft2's cells are reported transposed
+        rows, cols = cols, rows
+    return answer(result["sum_of_squares"], rows, cols, result["peak_values"])
 
 
 def answer(squares: float, rows, cols, values) -> dict:
@@ -150,7 +172,7 @@ def answer(squares: float, rows, cols, values) -> dict:
 
 
 def baseline(resolved: Resolved) -> tuple[float, dict]:
-    """Seconds of one ``numpy.fft.fft2`` (``ifft2``, ``rfft2``; ``cupy.fft`` on a GPU worker).
+    """Seconds of one ``numpy.fft.fft2`` (``ifft2``, ``rfft2``, ``irfft2``; ``cupy.fft`` on a GPU).
 
     The input is made whole first, untimed: drawn block by block as the run draws it, or read.
     """
@@ -158,8 +180,15 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     xp = importlib.import_module(backend.array_library)
     with dask.config.set(scheduler="sync"):
         whole = xp.asarray(fft_stages.input_array(resolved, sizes).compute())
-    transform = xp.fft.rfft2 if sizes["real"] else xp.fft.ifft2 if resolved["inverse"] \
-        else xp.fft.fft2
+    n = sizes["n"]
+    if sizes["half_inverse"]:  # held transposed: the half spectrum as the file holds it
+        whole = xp.ascontiguousarray(whole.T)
+
+        def transform(half):
+            return xp.fft.irfft2(half, s=(n, n))
+    else:
+        transform = xp.fft.rfft2 if sizes["real"] else xp.fft.ifft2 if resolved["inverse"] \
+            else xp.fft.fft2
     seconds, spectrum = timed(backend, lambda: transform(whole))
     power = xp.abs(spectrum.astype(np.complex128, copy=False)) ** 2
     flat = int(to_host(xp.argmax(power)))
@@ -192,31 +221,37 @@ def prepare(resolved: Resolved) -> Workload:
     parts = fft_stages.reduced(spectrum_t, resolved, cells)
     outputs = []
     if resolved["output"] is not None:
-        write, temporary = output_files.store_array(spectrum_t.T, resolved["output"])
+        write, temporary = output_files.store_array(fft_stages.written(spectrum_t, sizes),
+                                                    resolved["output"])
         parts["written"] = write
         outputs.append((temporary, resolved["output"]))
     source = resolved.inputs.get("input")
     described = ({"source": source.path, "format": source.kind} if source is not None else
                  {"source": f"{len(fft_data.signal(resolved['seed'], n, sizes['real'])['u'])} "
                   "planted sinusoids + noise", "seed": resolved["seed"]})
-    transform = "rfft2" if sizes["real"] else "ifft2" if resolved["inverse"] else "fft2"
+    half_inverse = sizes["half_inverse"]
+    transform = ("irfft2" if half_inverse else "rfft2" if sizes["real"] else "ifft2"
+                 if resolved["inverse"] else "fft2")
+    shape = [n, fft_data.spectrum_columns(n, True)] if half_inverse else [n, n]
     return Workload(
         collection=parts,
         drive=fft_stages.drive,
         bytes_are="read" if source is not None else "generated",
-        elements=n * n,
-        nbytes=n * n * x.dtype.itemsize,
+        elements=shape[0] * shape[1],
+        nbytes=shape[0] * shape[1] * x.dtype.itemsize,
         description={
             **described,
             "transform": transform,
-            "shape": [n, n],
+            "shape": shape,
             "spectrum": f"{n} x {m}",
             "chunks": [sizes["row_chunks"][0][0], sizes["col_chunks"][1][0]],
             "slabs": len(sizes["row_chunks"][0]),
             "dtype": dtype.name,
             "flop": fft_layout.flop(n, sizes["real"]),
         },
-        context={"n": n, "m": m, "real": sizes["real"], "inverse": resolved["inverse"],
+        # The check sees irfft2 as the inverse of a complex input with a real, n x n result.
+        context={"n": n, "m": m, "real": sizes["real"] and not half_inverse,
+                 "half_inverse": half_inverse, "inverse": resolved["inverse"],
                  "dtype": dtype.name, "seed": resolved["seed"], "check_seed": check_seed,
                  "row_chunks": sizes["row_chunks"][0], "col_chunks": sizes["col_chunks"][1],
                  "source": source, "library": resolved.backend.array_library,

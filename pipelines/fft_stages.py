@@ -26,9 +26,12 @@ from pipelines.fft_layout import transpose_bytes
 
 def input_array(resolved: Resolved, sizes: dict) -> da.Array:
     """The input, lazily, in row blocks: drawn on the workers or read."""
-    backend, real = resolved.backend, sizes["real"]
+    backend, real = resolved.backend, sizes["real"] and not sizes["half_inverse"]
     value_type = fft_data.REAL_OF[sizes["dtype"].name] if real else sizes["dtype"].name
     source = resolved.inputs.get("input")
+    if sizes["half_inverse"]:  # held transposed: the input's column blocks, as rows
+        rows, cols = sizes["row_chunks"]
+        return array_input.to_dask(source, (cols, rows), backend).T.astype(value_type)
     if source is not None:
         x = array_input.to_dask(source, sizes["row_chunks"], backend)
         return x.astype(value_type)
@@ -44,7 +47,8 @@ def rows_transformed(x: da.Array, resolved: Resolved, sizes: dict) -> da.Array:
     dtype = sizes["dtype"]
     return x.map_blocks(fft_blocks.along_rows, chunks=(sizes["row_chunks"][0], (sizes["m"],)),
                         dtype=dtype, meta=np.empty((0, 0), dtype=dtype),
-                        library=resolved.backend.array_library, real=sizes["real"],
+                        library=resolved.backend.array_library,
+                        real=sizes["real"] and not sizes["half_inverse"],
                         inverse=resolved["inverse"], value_type=dtype.name)
 
 
@@ -68,16 +72,30 @@ def transposed(y: da.Array, sizes: dict, library: str = "numpy") -> da.Array:
         graph[(name, j, 0)] = (fft_blocks.joined, [(cut, i, j) for i in range(row_blocks)],
                                library)
     layers = HighLevelGraph.from_collections(name, graph, dependencies=[y])
-    return da.Array(layers, name, chunks=(widths, (sizes["n"],)), meta=y._meta)
+    return da.Array(layers, name, chunks=(widths, (y.shape[0],)), meta=y._meta)
 
 
 def columns_transformed(zt: da.Array, resolved: Resolved, sizes: dict) -> da.Array:
-    """Stage 3: every column transformed: the spectrum, transposed (``X.T``, m x n)."""
+    """Stage 3: every column transformed: the spectrum, transposed (``X.T``, m x n).
+
+    irfft2: the rows of the half spectra inverted to real rows: the result itself, in row
+    blocks (n x n), which the reductions treat as the transpose of the result.
+    """
+    library, n = resolved.backend.array_library, sizes["n"]
+    if sizes["half_inverse"]:
+        real = np.dtype(fft_data.REAL_OF[sizes["dtype"].name])
+        return zt.map_blocks(fft_blocks.along_columns, chunks=(zt.chunks[0], (n,)), dtype=real,
+                             meta=np.empty((0, 0), dtype=real), library=library,
+                             value_type=real.name, real_length=n)
     dtype = sizes["dtype"]
     return zt.map_blocks(fft_blocks.along_columns, dtype=dtype,
-                         meta=np.empty((0, 0), dtype=dtype),
-                         library=resolved.backend.array_library, inverse=resolved["inverse"],
-                         value_type=dtype.name)
+                         meta=np.empty((0, 0), dtype=dtype), library=library,
+                         inverse=resolved["inverse"], value_type=dtype.name)
+
+
+def written(spectrum_t: da.Array, sizes: dict) -> da.Array:
+    """The array a run writes: the spectrum (held transposed), or irfft2's result as it is."""
+    return spectrum_t if sizes["half_inverse"] else spectrum_t.T
 
 
 def reduced(spectrum_t: da.Array, resolved: Resolved, cells) -> dict:
@@ -125,7 +143,8 @@ def drive(workload: Workload, client) -> dict:
     if workload.outputs:
         # The write of the kept spectrum goes to a new temporary, which replaces the build's.
         (old, final), = workload.outputs
-        parts["written"], temporary = output_files.store_array(spectrum_t.T, final)
+        parts["written"], temporary = output_files.store_array(written(spectrum_t, sizes),
+                                                              final)
         workload.outputs[:] = [(temporary, final)]
         output_files.discard(old)
     futures = client.compute(list(parts.values()))
