@@ -69,3 +69,21 @@ def test_local_workers_are_measured_from_here_after_the_first_run(cpu_client):
     # reset at the start of the third run: the histogram's blocks no longer count
     assert max(w["host_peak_bytes"] for w in third.workers) < (
         max(w["host_peak_bytes"] for w in second.workers) - 0.5 * BLOCK_BYTES)
+
+
+def test_a_worker_lost_as_the_run_starts_does_not_break_the_start_mark():
+    """Its pid gone and the scheduler's message to it failing (a worker its nanny just killed
+    for memory): the mark is still taken; the run's fault watch reports the loss."""
+    from types import SimpleNamespace
+
+    from distributed.comm.core import CommClosedError
+
+    class Client:
+        def run(self, function, wait=True, on_error="raise"):
+            if on_error == "raise":  # what distributed does with the failed broadcast
+                raise CommClosedError("Address removed.")
+            return {}
+
+    dead = 2**22 + 12345  # above Linux's default pid_max: no such process
+    session = SimpleNamespace(worker_pids={"tcp://127.0.0.1:1": dead}, client=Client())
+    assert isinstance(memory.start(session), float)
