@@ -39,7 +39,13 @@ def load() -> None:
 
 def get(key: str):
     """A daskgpu setting, e.g. ``get("cpu.chunk-bytes")``."""
-    return dask.config.get(f"daskgpu.{key}")
+    try:
+        return dask.config.get(f"daskgpu.{key}")
+    except KeyError:
+        # A ``dask.config.set`` of a daskgpu key entered before the defaults loaded takes
+        # the whole ``daskgpu`` section with it as it ends: load them again.
+        load()
+        return dask.config.get(f"daskgpu.{key}")
 
 
 def scheduler_settings() -> dict:

@@ -158,6 +158,11 @@ def _quiet_abandoned_close_at_exit() -> None:
     sys.unraisablehook = hook
 
 
+def end_started_processes(timeout: float = 2.0) -> None:
+    """End every process this one started with multiprocessing (workers), and theirs."""
+    _end_processes(_started_processes(), timeout)
+
+
 def _started_processes() -> set[int]:
     """Pids of the processes this one started with multiprocessing (workers), and theirs."""
     import multiprocessing

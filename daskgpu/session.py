@@ -18,15 +18,13 @@ from dataclasses import dataclass, field
 
 import dask.config
 
-from daskgpu import backends, interrupts, security, worker_processes, worker_setup
+from daskgpu import backends, closing, interrupts, security, worker_processes, worker_setup
 from daskgpu import config as daskgpu_config
 from daskgpu import dashboard as dashboards
 from daskgpu.backends import Backend
 from daskgpu.cluster_plan import LOOPBACK, ClusterPlan, describe_failure, plan
 from daskgpu.devices import Device
 from daskgpu.errors import ClusterError, DaskGPUError, python_names
-
-log = logging.getLogger("daskgpu")
 
 
 @dataclass(frozen=True)
@@ -246,23 +244,7 @@ def start(p: ClusterPlan, warm_up: str | None = None) -> Iterator[Session]:
             yield session
     finally:
         with interrupts.closing():  # a second Ctrl-C waits until the cluster is closed
-            _close(client, cluster)
-
-
-def _close(client, cluster) -> None:
-    # A second Ctrl-C while closing must not leave workers behind: keep closing.
-    for closable in (client, cluster):
-        if closable is None:
-            continue
-        for _attempt in range(3):
-            try:
-                closable.close()
-                break
-            except KeyboardInterrupt:
-                continue
-            except Exception as exc:  # closing must go on for the other object
-                log.debug("error while closing %r: %s", closable, exc)
-                break
+            closing.close(client, cluster)
 
 
 @contextlib.contextmanager

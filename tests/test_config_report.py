@@ -99,3 +99,22 @@ def test_table_shows_bracketed_text_as_is():
     text = console.export_text()
     assert "runs/[bold]2026[gpu].npy" in text
     assert "mean within [0.4, 0.6]" in text
+
+
+def test_a_setting_made_before_the_defaults_loaded_does_not_take_them_along():
+    """``dask.config.set`` of a daskgpu key, entered before daskgpu's defaults loaded, removes the
+    whole section as it ends; the settings are still there afterwards (fresh interpreter)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import dask\n"
+        "with dask.config.set({'daskgpu.faults.close-timeout': '5s'}):\n"
+        "    from daskgpu import config\n"
+        "    assert config.get('faults.close-timeout') == '5s'\n"
+        "print(config.get('cpu.chunk-bytes'), config.get('faults.close-timeout'))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["256MiB", "30s"]
