@@ -12,10 +12,12 @@ from daskgpu import interrupts
 log = logging.getLogger("daskgpu")
 
 
-def close(client, cluster) -> None:
+def close(client, cluster, failed: bool = False) -> None:
     """Close a session's client, then its cluster (None: nothing to close), whatever happens.
 
-    A second Ctrl-C while closing must not leave workers behind: closing goes on.
+    A second Ctrl-C while closing must not leave workers behind: closing goes on. ``failed``:
+    the session ends with an error (its workers may be dying and restarting): the cluster gets
+    ``daskgpu.faults.close-timeout-after-failure`` instead of ``close-timeout``.
     """
     for closable in (client, cluster):
         if closable is None:
@@ -23,7 +25,8 @@ def close(client, cluster) -> None:
         for _attempt in range(3):
             try:
                 if closable is cluster:
-                    close_cluster(cluster)
+                    close_cluster(cluster, "close-timeout-after-failure" if failed
+                                  else "close-timeout")
                 else:
                     closable.close()
                 break
@@ -34,8 +37,8 @@ def close(client, cluster) -> None:
                 break
 
 
-def close_cluster(cluster) -> None:
-    """Close a started cluster within ``daskgpu.faults.close-timeout``, or end its processes.
+def close_cluster(cluster, setting: str = "close-timeout") -> None:
+    """Close a started cluster within ``daskgpu.faults.<setting>``, or end its processes.
 
     A nanny whose worker is still starting waits for it to come up before stopping it, without
     a limit: a worker restarted just as a failed run ends (killed for memory) can hold the
@@ -44,7 +47,7 @@ def close_cluster(cluster) -> None:
     """
     from distributed.core import Status
 
-    timeout = dask.utils.parse_timedelta(daskgpu_config.get("faults.close-timeout"))
+    timeout = dask.utils.parse_timedelta(daskgpu_config.get(f"faults.{setting}"))
     try:
         cluster.close(timeout=timeout)
     except TimeoutError:  # asyncio's too (3.11)

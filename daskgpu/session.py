@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -244,7 +245,7 @@ def start(p: ClusterPlan, warm_up: str | None = None) -> Iterator[Session]:
             yield session
     finally:
         with interrupts.closing():  # a second Ctrl-C waits until the cluster is closed
-            closing.close(client, cluster)
+            closing.close(client, cluster, failed=sys.exc_info()[1] is not None)
 
 
 @contextlib.contextmanager

@@ -43,3 +43,18 @@ def test_a_cluster_that_closes_in_time_is_closed_as_usual():
         began = time.monotonic()
     assert time.monotonic() - began < 10
     assert cluster.status == Status.closed
+
+
+@pytest.mark.timeout(60)
+def test_a_session_ending_with_an_error_gets_the_shorter_close_timeout(monkeypatch):
+    async def never(self, *args, **kwargs):
+        await asyncio.Event().wait()
+
+    settings = {"daskgpu.faults.close-timeout": "40s",
+                "daskgpu.faults.close-timeout-after-failure": "1s"}
+    with dask.config.set(settings), pytest.raises(ZeroDivisionError):
+        with daskgpu.cluster(cpu=True, workers=1, threads_per_worker=1, dashboard=False):
+            monkeypatch.setattr(WorkerProcess, "kill", never)
+            began = time.monotonic()
+            1 / 0  # noqa: B018  (a run failing inside the session)
+    assert time.monotonic() - began < 1 + 10
