@@ -25,6 +25,9 @@ def test_gpu_check_script_runs_every_step_on_cpu(tmp_path):
         for step in ("run", "bench"):
             assert f"{step} {name} rc=0" in summary, summary
     results = json.loads((tmp_path / "results.json").read_text())
+    assert "run fft-pipeline irfft2 rc=0" in summary, summary
+    assert results["run-fft-irfft2.json"]["data"]["transform"] == "irfft2"
+    assert results["run-fft-irfft2.json"]["verified"] is True
     for name in PIPELINES:
         assert results[f"run-{name}.json"]["verified"] is True
         bench = results[f"bench-{name}.json"]["measurements"][0]

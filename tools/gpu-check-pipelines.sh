@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU, the pipelines a GPU machine has not run yet: train, kmeans, matmul, pca and fft.
 #
-# For each: `cli.py run NAME --gpus 0 --json` at a moderate size (does it verify?), then
+# For each: `cli.py run NAME --gpus 0 --json` at a moderate size (does it verify?; fft also
+# as a round trip, rfft2 then irfft2 of the half spectrum it wrote), then
 # `cli.py bench NAME --gpus 0` at the size its performance target names, against the pipeline's
 # one-GPU CuPy baseline. Each step under a timeout, all under one budget; a step that no longer
 # fits is skipped, not cut.
@@ -79,6 +80,11 @@ while IFS='|' read -r name run_options bench_options; do
   attempt "run $name" runs.log 90 \
     "$PYTHON cli.py run $name $run_options $DEVICE --no-dashboard --json > $JSON_DIR/run-$name.json; rc=\$?; tail -c 1200 $JSON_DIR/run-$name.json; exit \$rc"
 done <<< "$CASES"
+# fft-pipeline round trip on the device: rfft2 of an input written to .npy, then irfft2 of the
+# half spectrum it wrote (complex --input, --inverse --real)
+if [ "$SCALE" = small ]; then HALF_SIZE=256; else HALF_SIZE=8192; fi
+attempt "run fft-pipeline irfft2" runs.log 90 \
+  "$PYTHON -c 'import numpy; numpy.save(\"$JSON_DIR/x.npy\", numpy.random.default_rng(1).standard_normal(($HALF_SIZE, $HALF_SIZE)))' && $PYTHON cli.py run fft-pipeline --input $JSON_DIR/x.npy --real --output $JSON_DIR/half.npy $DEVICE --no-dashboard --quiet && $PYTHON cli.py run fft-pipeline --input $JSON_DIR/half.npy --real --inverse $DEVICE --no-dashboard --json > $JSON_DIR/run-fft-irfft2.json; rc=\$?; rm -f $JSON_DIR/x.npy $JSON_DIR/half.npy; tail -c 1200 $JSON_DIR/run-fft-irfft2.json; exit \$rc"
 while IFS='|' read -r name run_options bench_options; do
   attempt "bench $name" bench.log 100 \
     "$PYTHON cli.py bench $name $bench_options $DEVICE --repeat 2 --warmup 1 --quiet --json $JSON_DIR/bench-$name.json"
