@@ -45,12 +45,11 @@ import numpy as np
 from daskgpu.backends import to_host
 from daskgpu.registry import Verification, Workload
 from pipelines import kmeans_check_init as init_checks
+from pipelines.kmeans_check_init import EPS64, LAMBDA
 from pipelines.kmeans_data import POINTS, SEPARATION
 
-LAMBDA = 9.0
 FALSE_ALARM = 1e-9  # chance that a correct run's centroid falls outside the blob's bound
 SLAB = 16_384  # points recomputed at once in float64
-EPS64 = float(np.finfo(np.float64).eps)
 
 
 def verify(workload: Workload, raw) -> Verification:
@@ -273,17 +272,10 @@ def _check_init(ctx: dict, raw, totals: dict) -> str | None:
 
 def _lloyd(previous: np.ndarray, totals: dict, t: int) -> tuple[np.ndarray, np.ndarray]:
     """The step from ``previous`` (the centroids at ``t``) and how far each entry may be off."""
-    counts, near = totals["counts"][t], totals["near"][t]
-    expected = previous.copy()
-    filled = counts > 0
-    expected[filled] = totals["sums"][t][filled] / counts[filled, None]
-    sure = np.maximum(counts - near, 1)[:, None]
-    allowed = (totals["near_abs"][t] + near[:, None] * np.abs(expected)) / sure
-    allowed[(counts <= near) & (near > 0)] = np.inf  # every point of it may belong elsewhere
-    n = max(1.0, float(counts.sum()))
-    allowed += (LAMBDA * math.sqrt(n) * EPS64 * totals["abs_sums"][t] / np.maximum(counts, 1)
-                [:, None] + 4 * EPS64 * np.abs(expected))
-    return expected, allowed
+    counts = totals["counts"][t]
+    return init_checks.lloyd_step(previous, counts, totals["near"][t], totals["sums"][t],
+                                  totals["abs_sums"][t], totals["near_abs"][t],
+                                  float(counts.sum()))
 
 
 def _check_steps(ctx: dict, raw, totals: dict) -> str | None:

@@ -31,7 +31,7 @@ from pipelines.kmeans_data import CENTRE_TRIES, CENTRES, INIT, SEPARATION, half_
 from pipelines.kmeans_data import KMEANS_PARALLEL_OVERSAMPLING as OVERSAMPLING
 from pipelines.kmeans_data import KMEANS_PARALLEL_ROUNDS as ROUNDS
 
-LAMBDA = 9.0
+LAMBDA = 9.0  # Higham and Mary's probabilistic bound: LAMBDA * sqrt(n) * u (kmeans_check)
 EPS64 = float(np.finfo(np.float64).eps)
 #: Blobs with fewer points than this are not required to be seeded.
 MIN_BLOB = 100
@@ -238,22 +238,36 @@ def check_fixed_point(chosen: dict, start: np.ndarray) -> str | None:
         abs_sums += onehot.T @ np.abs(p)
         near_mass += (shared * w[:, None]).sum(axis=0)
         near_abs += (shared * w[:, None]).T @ np.abs(p)
-    filled = mass > 0
-    expected = start.copy()
-    expected[filled] = sums[filled] / mass[filled, None]
-    sure = np.maximum(mass - near_mass, 1)[:, None]
-    allowed = (near_abs + near_mass[:, None] * np.abs(expected)) / sure
-    allowed[(mass <= near_mass) & (near_mass > 0)] = np.inf
-    allowed += (LAMBDA * math.sqrt(max(len(points), 1)) * EPS64 * abs_sums
-                / np.maximum(mass, 1)[:, None] + 4 * EPS64 * np.abs(expected))
+    expected, allowed = lloyd_step(start, mass, near_mass, sums, abs_sums, near_abs,
+                                   len(points))
     excess = np.abs(start - expected) - allowed
-    excess[~filled] = -1  # no weight nearest it: it kept its place in the run
+    excess[mass <= 0] = -1  # no weight nearest it: it kept its place in the run
     if np.any(excess > 0):
         j, f = np.unravel_index(int(np.argmax(excess)), excess.shape)
         return (f"initial centroid {j} feature {f} = {start[j, f]:.9g}, the weighted mean of "
                 f"the candidates nearest it is {expected[j, f]:.9g} (tolerance "
                 f"{allowed[j, f]:.2g}): not a fixed point of weighted Lloyd")
     return None
+
+
+def lloyd_step(previous: np.ndarray, mass: np.ndarray, near_mass: np.ndarray, sums: np.ndarray,
+               abs_sums: np.ndarray, near_abs: np.ndarray, n: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """A (weighted) Lloyd step from ``previous``, and how far each entry of it may be off.
+
+    ``mass``, ``sums``, ``abs_sums``: weight, sum and sum of magnitudes of what is nearest each
+    centroid; ``near_mass``, ``near_abs``: of what may be nearest another within rounding;
+    ``n``: how many terms were summed. A centroid with nothing nearest keeps its place.
+    """
+    filled = mass > 0
+    expected = previous.copy()
+    expected[filled] = sums[filled] / mass[filled, None]
+    sure = np.maximum(mass - near_mass, 1)[:, None]
+    allowed = (near_abs + near_mass[:, None] * np.abs(expected)) / sure
+    allowed[(mass <= near_mass) & (near_mass > 0)] = np.inf  # all of it may belong elsewhere
+    allowed += (LAMBDA * math.sqrt(max(n, 1)) * EPS64 * abs_sums / np.maximum(mass, 1)[:, None]
+                + 4 * EPS64 * np.abs(expected))
+    return expected, allowed
 
 
 def check_seeded_blobs(start: np.ndarray, centres: np.ndarray, blob_points: np.ndarray
