@@ -37,7 +37,7 @@ def close(client, cluster, failed: bool = False) -> None:
                 break
 
 
-def close_cluster(cluster, setting: str = "close-timeout") -> None:
+def close_cluster(cluster, setting: str) -> None:
     """Close a started cluster within ``daskgpu.faults.<setting>``, or end its processes.
 
     A nanny whose worker is still starting waits for it to come up before stopping it, without

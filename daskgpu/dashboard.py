@@ -88,7 +88,7 @@ def serve_on_first_visit(scheduler) -> None:
     scheduler.http_application.applications.append(loader)
 
 
-def build_dashboard(scheduler, loader: web.Application | None = None) -> None:
+def _build_dashboard(scheduler, loader: web.Application) -> None:
     """Build ``scheduler``'s Bokeh dashboard now, in place of ``loader`` (its first-visit stand-in).
 
     Raises
@@ -97,14 +97,13 @@ def build_dashboard(scheduler, loader: web.Application | None = None) -> None:
         Bokeh is missing, or a version distributed does not support.
     """
     applications = scheduler.http_application.applications
-    if loader is not None and loader not in applications:
+    if loader not in applications:
         return  # an earlier request built it
     import distributed.dashboard.scheduler as bokeh_dashboard
 
     bokeh_dashboard.connect(scheduler.http_application, scheduler.http_server, scheduler,
                             prefix=PREFIX)
-    if loader is not None:
-        applications.remove(loader)
+    applications.remove(loader)
 
 
 class _FirstVisit(web.RequestHandler):
@@ -115,7 +114,7 @@ class _FirstVisit(web.RequestHandler):
 
     def get(self, *args) -> None:
         try:
-            build_dashboard(self.scheduler, self.application)
+            _build_dashboard(self.scheduler, self.application)
         except ImportError as exc:
             self.set_status(503)
             self.write(f"The Dask dashboard needs Bokeh (pip install 'bokeh>=3.1'): {exc}\n")
