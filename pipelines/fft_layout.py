@@ -72,6 +72,7 @@ def layout(resolved) -> dict:
 
     ``half_inverse`` (irfft2): the input, an n x (n/2+1) half spectrum, is held transposed in
     row blocks (its column blocks), and the result is the n x n real array (m = n).
+    ``real_input``: the input holds real values (rfft2).
     """
     source = resolved.inputs.get("input")
     n = source.shape[0] if source is not None else resolved["size"]
@@ -84,7 +85,8 @@ def layout(resolved) -> dict:
     slabs = len(row_chunks[0])
     col_width = -(-m // slabs)  # as many column blocks as row blocks
     col_chunks = da.core.normalize_chunks((n, col_width), (n, m))
-    return {"n": n, "m": m, "real": real, "half_inverse": half_inverse, "dtype": dtype,
+    return {"n": n, "m": m, "real": real, "half_inverse": half_inverse,
+            "real_input": real and not half_inverse, "dtype": dtype,
             "row_chunks": row_chunks, "col_chunks": col_chunks}
 
 

@@ -250,7 +250,7 @@ def prepare(resolved: Resolved) -> Workload:
             "flop": fft_layout.flop(n, sizes["real"]),
         },
         # The check sees irfft2 as the inverse of a complex input with a real, n x n result.
-        context={"n": n, "m": m, "real": sizes["real"] and not half_inverse,
+        context={"n": n, "m": m, "real": sizes["real_input"],
                  "half_inverse": half_inverse, "inverse": resolved["inverse"],
                  "dtype": dtype.name, "seed": resolved["seed"], "check_seed": check_seed,
                  "row_chunks": sizes["row_chunks"][0], "col_chunks": sizes["col_chunks"][1],

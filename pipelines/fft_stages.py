@@ -26,7 +26,7 @@ from pipelines.fft_layout import transpose_bytes
 
 def input_array(resolved: Resolved, sizes: dict) -> da.Array:
     """The input, lazily, in row blocks: drawn on the workers or read."""
-    backend, real = resolved.backend, sizes["real"] and not sizes["half_inverse"]
+    backend, real = resolved.backend, sizes["real_input"]
     value_type = fft_data.REAL_OF[sizes["dtype"].name] if real else sizes["dtype"].name
     source = resolved.inputs.get("input")
     if sizes["half_inverse"]:  # held transposed: the input's column blocks, as rows
@@ -48,7 +48,7 @@ def rows_transformed(x: da.Array, resolved: Resolved, sizes: dict) -> da.Array:
     return x.map_blocks(fft_blocks.along_rows, chunks=(sizes["row_chunks"][0], (sizes["m"],)),
                         dtype=dtype, meta=np.empty((0, 0), dtype=dtype),
                         library=resolved.backend.array_library,
-                        real=sizes["real"] and not sizes["half_inverse"],
+                        real=sizes["real_input"],
                         inverse=resolved["inverse"], value_type=dtype.name)
 
 
