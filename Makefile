@@ -21,7 +21,7 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 # holding another CUDA's GPU stack (or the old gpu extra's, CUDA 12) is rebuilt, not overlaid.
 CUDA_EXTRA := $(firstword $(filter cuda%,$(subst $(comma), ,$(EXTRAS))))
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench docs clean
 
 $(STAMP): pyproject.toml
 	@for stamp in $(VENV)/.installed-*; do case "$${stamp##*/}" in \
@@ -41,6 +41,7 @@ run: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(PY) tools/long_modules.py
 
 test: lint
 	$(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(ARGS)
@@ -52,7 +53,16 @@ $(VENV)/.installed-bench: $(STAMP)
 	touch $@
 
 bench: $(VENV)/.installed-bench
-	$(PY) benchmarks/bench_mean.py $(ARGS)
+	$(PY) -m benchmarks.mean $(ARGS)
+
+# The documentation site: docs/ built by MkDocs into site/; --strict fails on a broken link, a
+# missing anchor or a page left out of the navigation.
+$(VENV)/.installed-docs: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS),docs]"
+	touch $@
+
+docs: $(VENV)/.installed-docs
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache site

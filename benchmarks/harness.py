@@ -1,8 +1,8 @@
-"""What every benchmark here shares, on top of ``daskgpu.bench`` (the one harness).
+"""What every benchmark here shares, on top of ``daskgpu.execution.bench`` (the one harness).
 
-Pipelines are measured with :func:`pipeline_bench`, a call of ``daskgpu.bench.bench`` (the
+Pipelines are measured with :func:`pipeline_bench`, a call of ``daskgpu.execution.bench.bench`` (the
 same code as ``python cli.py bench``); kernels, which are not pipelines, with :func:`timed`,
-which times through ``daskgpu.timing.time_call``.
+which times through ``daskgpu.toolkit.timing.time_call``.
 """
 
 from __future__ import annotations
@@ -13,14 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from daskgpu import (
-    backends,  # noqa: E402
-    report,  # noqa: E402
-)
-from daskgpu import bench as daskgpu_bench  # noqa: E402
-from daskgpu.timing import time_call  # noqa: E402
+from daskgpu.execution import bench as daskgpu_bench
+from daskgpu.execution import report
+from daskgpu.toolkit import backends
+from daskgpu.toolkit.timing import time_call
 
 CPU = backends.get("cpu")
 
@@ -76,7 +72,6 @@ BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 _BASELINE = """
 import json, sys
-sys.path.insert(0, {root!r})
 import daskgpu
 spec = daskgpu.get_pipeline({name!r})
 resolved = spec.resolve(None, **json.loads({params!r}))
@@ -101,9 +96,9 @@ def baseline_in_a_process(name: str, params: dict, all_blas_threads: bool = Fals
     if all_blas_threads:
         env.update({variable: str(os.cpu_count()) for variable in BLAS_THREADS})
     root = str(Path(__file__).resolve().parents[1])
-    code = _BASELINE.format(root=root, name=name, params=json.dumps(params))
+    code = _BASELINE.format(name=name, params=json.dumps(params))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          check=True)
+                          check=True, cwd=root)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     return float(out["seconds"]), out["answer"]
 

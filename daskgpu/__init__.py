@@ -4,10 +4,17 @@
 >>> with daskgpu.cluster(cpu=True, workers=2) as session:  # doctest: +SKIP
 ...     result = daskgpu.run("mean-pipeline", session, size=20_000)
 
-Importing daskgpu loads nothing but this module; each name below loads its module on first use
-(a pipeline loads only what building it needs; the cluster, runner and benchmark machinery load
-on first use of :func:`cluster` or :func:`run`). Modules that read ``daskgpu.*`` settings import
-:mod:`daskgpu.config`, which loads them into dask.config.
+The public API, in one place: running pipelines (:func:`cluster`, :func:`run`), and writing
+one (:func:`pipeline`, :class:`Param` and its parsers, :class:`Workload`, :class:`Verification`,
+:class:`Mutation`). Importing daskgpu loads nothing but this module; each name below loads its
+module on first use (a pipeline loads only what building it needs; the cluster, runner and
+benchmark machinery load on first use of :func:`cluster` or :func:`run`). Modules that read
+``daskgpu.*`` settings import :mod:`daskgpu.config`, which loads them into dask.config.
+
+The code is in layers, a subpackage each: :mod:`daskgpu.cli` (the command line),
+:mod:`daskgpu.clusters` (plan, devices, start, close), :mod:`daskgpu.execution` (runner, faults,
+bench, report), :mod:`daskgpu.toolkit` (what pipelines build on), :mod:`daskgpu.data` (inputs
+and synthetic data) and :mod:`daskgpu.kernels` (Numba kernels).
 """
 
 from __future__ import annotations
@@ -19,25 +26,41 @@ __version__ = "0.1.0"
 # name -> (module, attribute), imported on first access: ``import daskgpu`` (and the CLI's
 # --help and list) load neither dask nor numpy.
 _LAZY = {
-    "Backend": ("daskgpu.backends", "Backend"),
-    "get_backend": ("daskgpu.backends", "get"),
-    "Device": ("daskgpu.devices", "Device"),
-    "inventory": ("daskgpu.devices", "inventory"),
-    "select_devices": ("daskgpu.devices", "select"),
+    # running pipelines
+    "cluster": ("daskgpu.clusters.session", "cluster"),
+    "Session": ("daskgpu.clusters.session", "Session"),
+    "run": ("daskgpu.execution.runner", "run"),
+    "RunResult": ("daskgpu.execution.runner", "RunResult"),
+    "BenchResult": ("daskgpu.execution.bench", "BenchResult"),
+    "get_pipeline": ("daskgpu.toolkit.registry", "get"),
+    "pipeline_names": ("daskgpu.toolkit.registry", "names"),
+    # devices and backends
+    "Device": ("daskgpu.clusters.devices", "Device"),
+    "inventory": ("daskgpu.clusters.devices", "inventory"),
+    "select_devices": ("daskgpu.clusters.devices", "select"),
+    "Backend": ("daskgpu.toolkit.backends", "Backend"),
+    "get_backend": ("daskgpu.toolkit.backends", "get"),
+    # writing a pipeline: the decorator, what it builds and checks, its parameters and parsers
+    "pipeline": ("daskgpu.toolkit.registry", "pipeline"),
+    "Pipeline": ("daskgpu.toolkit.registry", "Pipeline"),
+    "Resolved": ("daskgpu.toolkit.registry", "Resolved"),
+    "Workload": ("daskgpu.toolkit.registry", "Workload"),
+    "Verification": ("daskgpu.toolkit.registry", "Verification"),
+    "Mutation": ("daskgpu.toolkit.registry", "Mutation"),
+    "Param": ("daskgpu.toolkit.params", "Param"),
+    "positive_int": ("daskgpu.toolkit.params", "positive_int"),
+    "non_negative_int": ("daskgpu.toolkit.params", "non_negative_int"),
+    "finite_float": ("daskgpu.toolkit.params", "finite_float"),
+    "bounded_float": ("daskgpu.toolkit.params", "bounded_float"),
+    "choice": ("daskgpu.toolkit.params", "choice"),
+    "switch": ("daskgpu.toolkit.params", "switch"),
+    "chunks": ("daskgpu.toolkit.params", "chunks"),
+    "value_range": ("daskgpu.toolkit.params", "value_range"),
+    "optional_path": ("daskgpu.toolkit.params", "optional_path"),
+    "output_path": ("daskgpu.toolkit.params", "output_path"),
+    "refuse_with_input": ("daskgpu.toolkit.params", "refuse_with_input"),
     "DaskGPUError": ("daskgpu.errors", "DaskGPUError"),
-    "Mutation": ("daskgpu.registry", "Mutation"),
-    "Pipeline": ("daskgpu.registry", "Pipeline"),
-    "Resolved": ("daskgpu.registry", "Resolved"),
-    "Verification": ("daskgpu.registry", "Verification"),
-    "Workload": ("daskgpu.registry", "Workload"),
-    "pipeline": ("daskgpu.registry", "pipeline"),
-    "get_pipeline": ("daskgpu.registry", "get"),
-    "pipeline_names": ("daskgpu.registry", "names"),
-    "cluster": ("daskgpu.session", "cluster"),
-    "Session": ("daskgpu.session", "Session"),
-    "run": ("daskgpu.runner", "run"),
-    "RunResult": ("daskgpu.runner", "RunResult"),
-    "BenchResult": ("daskgpu.bench", "BenchResult"),
+    "ParameterError": ("daskgpu.errors", "ParameterError"),
 }
 
 
@@ -54,24 +77,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = [
-    "Backend",
-    "BenchResult",
-    "DaskGPUError",
-    "Device",
-    "Mutation",
-    "Pipeline",
-    "Resolved",
-    "RunResult",
-    "Session",
-    "Verification",
-    "Workload",
-    "cluster",
-    "get_backend",
-    "get_pipeline",
-    "inventory",
-    "pipeline",
-    "pipeline_names",
-    "run",
-    "select_devices",
-]
+__all__ = sorted(_LAZY)

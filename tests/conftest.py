@@ -38,7 +38,7 @@ def pytest_addoption(parser):
 def _real_gpu() -> bool:
     if importlib.util.find_spec("cupy") is None or importlib.util.find_spec("dask_cuda") is None:
         return False
-    from daskgpu import devices
+    from daskgpu.clusters import devices
 
     return bool(devices.inventory().devices)
 
@@ -157,7 +157,8 @@ def compute_as_runner(session, name: str, **params):
     """Build and compute a pipeline on ``session`` as the runner does: spec, workload, raw."""
     import dask
 
-    from daskgpu import registry, runner
+    from daskgpu.execution import runner
+    from daskgpu.toolkit import registry
 
     spec = registry.get(name)
     resolved = spec.resolve(session.backend, **params)

@@ -1,4 +1,4 @@
-"""Faults injected for real, shared by tests/test_faults.py and benchmarks/bench_faults.py.
+"""Faults injected for real, shared by tests/execution/test_faults.py and benchmarks/faults.py.
 
 - :class:`WorkerKiller`: SIGKILL one worker process of a running cluster once it is running
   tasks and holds results, i.e. in the middle of a computation.
@@ -367,14 +367,14 @@ def raise_like(block, module: str, name: str, message: str):
 
 
 def _never_checked(workload, raw):
-    from daskgpu.registry import Verification
+    from daskgpu.toolkit.registry import Verification
 
     return Verification(False, "the failing task should have ended the run")
 
 
 def failing_pipeline(module: str, name: str, message: str):
     """An unregistered pipeline, ``failing-task``, whose tasks raise :func:`raise_like`."""
-    from daskgpu.registry import Pipeline, Workload
+    from daskgpu.toolkit.registry import Pipeline, Workload
 
     def prepare(resolved):
         import dask.array as da
@@ -424,7 +424,7 @@ def inject_from_environment(main_name: str) -> None:
 
         Nanny.start_unsafe = never_starts
     if "raise" in fault and main_name == "__main__":
-        from daskgpu import registry
+        from daskgpu.toolkit import registry
 
         spec = failing_pipeline(*fault["raise"])
         registry.pipeline(spec.name, spec.summary, spec.params, spec.verify)(spec.prepare)
@@ -432,7 +432,7 @@ def inject_from_environment(main_name: str) -> None:
 
 def working_pipeline(verify):
     """An unregistered pipeline, ``working-task``: a sum of ones, checked by ``verify``."""
-    from daskgpu.registry import Pipeline, Workload
+    from daskgpu.toolkit.registry import Pipeline, Workload
 
     def prepare(resolved):
         import dask.array as da

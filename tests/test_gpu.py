@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import daskgpu
-from daskgpu import devices
+from daskgpu.clusters import devices
 
 pytestmark = pytest.mark.gpu
 
@@ -60,7 +60,7 @@ def test_gpu_blocks_are_cupy_and_uniform(gpu_client):
     import cupy
 
     backend = gpu_client.backend
-    from daskgpu import synthetic
+    from daskgpu.data import synthetic
 
     arr = synthetic.uniform((1000, 1000), (500, 1000), "float32", 1, backend)
     block = gpu_client.persist(arr.blocks[0, 0])

@@ -7,6 +7,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -111,12 +112,31 @@ def test_environment_yml_solves_for_cuda_12_and_13_and_the_tested_rapids():
         assert _conda_spec(env, rapids) == "=" + str(tested).removeprefix("==").removesuffix(".*")
 
 
-def test_installed_package_ships_the_builtin_pipelines_and_the_command():
+def test_installed_package_ships_the_builtin_pipelines_and_the_command(tmp_path):
     # Built-ins load directly (tests/test_house.py); the entry-point group is for third parties.
-    project = _pyproject()
-    assert "pipelines" in project["tool"]["setuptools"]["packages"]
-    assert {"cli", "cli_options"} <= set(project["tool"]["setuptools"]["py-modules"])
-    assert project["project"]["scripts"] == {"daskgpu": "cli:entry"}
+    # Installed (not editable) from a copy of the tracked files, as pip installs a release.
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    source = tmp_path / "source"
+    for name in tracked:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, source / name)
+    site = tmp_path / "site"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                           "--no-compile", "--target", str(site), str(source)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    top = {path.name for path in site.iterdir()}
+    assert {"daskgpu", "pipelines"} <= top
+    assert not {"cli.py", "cli_options.py", "tests", "benchmarks"} & top, sorted(top)
+    for name in ("mean", "fft", "kmeans"):
+        shipped = {path.name for path in (site / "pipelines" / name).glob("*.py")}
+        assert {"__init__.py", "pipeline.py", "tasks.py", "shared.py", "check.py"} <= shipped
+    assert (site / "daskgpu" / "daskgpu.yaml").is_file()
+    assert (site / "daskgpu" / "cli" / "commands.py").is_file()
+    assert _pyproject()["project"]["scripts"] == {"daskgpu": "daskgpu.cli.commands:entry"}
+    script = (site / "bin" / "daskgpu").read_text()
+    assert "from daskgpu.cli.commands import entry" in script
 
 
 # The Makefile's choice of extra, against a made-up nvidia-smi (shell built-ins only, since PATH
@@ -226,3 +246,23 @@ def test_a_venv_built_for_another_cuda_major_is_rebuilt_not_overlaid(tmp_path, b
     _make_install(venv, extras)
     assert (venv / f".installed-{extras.replace(',', '-')}").exists()
     assert (venv / "old-package").exists() is not rebuilt
+
+
+def test_the_readme_is_a_short_front_door():
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count("\n") <= 200
+    assert "make run" in readme and "make test" in readme
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    pages = set()
+
+    def walk(entries):
+        for entry in entries:
+            for value in entry.values():
+                walk(value) if isinstance(value, list) else pages.add(value)
+
+    walk(nav)
+    assert pages == {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
+    for package in sorted(p for p in (ROOT / "pipelines").iterdir() if p.is_dir()
+                          and (p / "__init__.py").exists()):
+        page = f"pipelines/{package.name}.md"
+        assert page in pages and f"(docs/{page})" in readme, package.name

@@ -133,3 +133,44 @@ def test_unknown_pipeline_lists_the_available_ones(cpu_client):
         daskgpu.run("no-such-pipeline", client=cpu_client)
     assert "no-such-pipeline" in str(info.value)
     assert "mean-pipeline" in daskgpu.pipeline_names()
+
+
+def test_a_pipeline_is_written_from_daskgpu_alone(cpu_client):
+    """The decorator, Param and its parsers, Workload and Verification: one import."""
+    import dask.array as da
+
+    @daskgpu.pipeline("api-sum-of-squares", "Sum of i**2 for i < n", (
+        daskgpu.Param("n", daskgpu.positive_int, 1000, "How many integers.", "N"),
+        daskgpu.Param("kind", daskgpu.choice(("int64", "float64")), "int64", "Type.", "T"),
+    ), lambda workload, raw: daskgpu.Verification(
+        int(raw) == (workload.context["n"] - 1) * workload.context["n"]
+        * (2 * workload.context["n"] - 1) // 6, "closed form"))
+    def prepare(resolved):
+        n = resolved["n"]
+        squares = da.arange(n, chunks=max(1, n // 4), dtype=resolved["kind"]) ** 2
+        return daskgpu.Workload(collection=squares.sum(), elements=n, nbytes=8 * n,
+                                context={"n": n})
+
+    try:
+        assert isinstance(prepare, daskgpu.Pipeline)
+        result = daskgpu.run("api-sum-of-squares", client=cpu_client, n=2000)
+        assert result.verified and int(result.value) == 1999 * 2000 * 3999 // 6
+        with pytest.raises(daskgpu.ParameterError, match="n=0"):
+            daskgpu.run("api-sum-of-squares", client=cpu_client, n=0)
+    finally:  # the other tests of this process list the pipelines
+        from daskgpu.toolkit import registry
+
+        registry._REGISTRY.pop("api-sum-of-squares", None)
+
+
+def test_the_public_api_resolves_without_loading_dask():
+    code = ("import sys, daskgpu; missing = [n for n in daskgpu.__all__ if not n.startswith('_') "
+            "and n not in dir(daskgpu)]; print(missing, sorted(m for m in sys.modules "
+            "if m.split('.')[0] in ('numpy', 'dask', 'distributed')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+    assert proc.stdout.strip() == "[] []", proc.stdout + proc.stderr
+    assert {"pipeline", "Param", "positive_int", "choice", "Workload", "Verification",
+            "Mutation", "cluster", "run", "Resolved"} <= set(daskgpu.__all__)
+    for name in daskgpu.__all__:
+        assert getattr(daskgpu, name) is not None, name

@@ -17,7 +17,7 @@ def restore_row_stack() -> bool:
     which the CUDA target imports before it compiles anything: without the name, no kernel
     compiles (AttributeError). numba's own CPU target has checked for numpy 2.5 since 0.67.
     Remove this once numba-cuda stops registering the overload on numpy >= 2.5 (or daskgpu
-    leaves numba-cuda), i.e. when ``tests/test_numba_compat.py`` skips, saying it can go.
+    leaves numba-cuda), i.e. when ``tests/kernels/test_numba_compat.py`` skips, saying it can go.
 
     Returns
     -------

@@ -93,8 +93,14 @@ def _make_kernels(dtype):
 
     Both take the centroids flat (``k * d``, row after row): the first copies them into
     shared memory, the second reads them where they are; both find each point's nearest
-    with the one device function :func:`nearest`.
+    with the one device function ``nearest``.
     """
+    nearest = _make_nearest(dtype)
+    return _make_shared_kernel(dtype, nearest), _make_wide_kernel(dtype, nearest)
+
+
+def _make_nearest(dtype):
+    """The device function: point ``i``'s nearest centroid, distances in ``dtype``."""
     inf = dtype(np.inf)
 
     @cuda.jit(device=True)
@@ -111,6 +117,13 @@ def _make_kernels(dtype):
                 low = dist
                 best = j
         return best, low
+
+    return nearest
+
+
+def _make_shared_kernel(dtype, nearest):
+    """The kernel that holds the centroids and the block's partial sums in shared memory."""
+    inf = dtype(np.inf)
 
     @cuda.jit
     def shared(x, centroids, sums, counts, inertia):  # pragma: no cover - compiled
@@ -145,6 +158,13 @@ def _make_kernels(dtype):
         if tid == 0:
             cuda.atomic.add(inertia, 0, s_inertia[0])
 
+    return shared
+
+
+def _make_wide_kernel(dtype, nearest):
+    """The kernel that reads the centroids where they are (too many for shared memory)."""
+    inf = dtype(np.inf)
+
     @cuda.jit
     def wide(x, centroids, sums, counts, inertia):  # pragma: no cover - compiled
         k, d = counts.shape[0], x.shape[1]
@@ -156,7 +176,7 @@ def _make_kernels(dtype):
                 for f in range(d):
                     cuda.atomic.add(sums, (best, f), np.float64(x[i, f]))
 
-    return shared, wide
+    return wide
 
 
 _KERNELS: dict = {}

@@ -1,0 +1,1 @@
+"""daskgpu against its peers, measured side by side: ``python -m benchmarks.NAME``."""

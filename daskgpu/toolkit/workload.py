@@ -1,0 +1,90 @@
+"""What building a pipeline produces, and how its answer is judged (Verification, Mutation)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from daskgpu.toolkit.registry import Resolved
+
+
+@dataclass
+class Workload:
+    """A built, not yet computed, pipeline run.
+
+    Attributes
+    ----------
+    collection : dask collection, or dict of them
+        The lazy graph; computing it gives the pipeline's value. A dict's collections are
+        computed together, so parts they share are computed once.
+    elements : int
+        Elements the computation reads or generates (for elements/s).
+    nbytes : int
+        Bytes the computation reads or generates (for GB/s).
+    description : dict
+        What a report shows about the data (shape, chunks, dtype, source).
+    context : dict
+        What the pipeline's ``verify`` needs.
+    outputs : list of (str, str)
+        ``(temporary, final)`` paths the computation writes: renamed into place when it
+        succeeds, removed when it fails (see :mod:`daskgpu.toolkit.output`).
+    present : callable, optional
+        ``present(workload, raw) -> value``: the reported value, from the computed result
+        (which may carry extra material for ``verify``). Default: the result itself.
+    save : callable, optional
+        ``save(workload, value)``: write a small result after computing (``--output``).
+    bytes_are : {"read", "generated", "moved"}
+        What ``nbytes`` counts: input read, data generated on the workers, or memory moved
+        (read and written) by the computation; throughput says so.
+    resolved : Resolved, optional
+        The parameters it was built from (set by :meth:`Pipeline.workload`).
+    drive : callable, optional
+        ``drive(workload, client) -> raw``: an iterative computation driven from the client
+        (many small graphs on data the build persisted, e.g. training steps). The runner calls
+        it instead of computing ``collection`` and times it as the compute; ``collection``
+        stays the same computation as one graph, for whoever computes the workload directly.
+        The runner's ``client`` is a :class:`daskgpu.execution.faults.WatchedClient`: waiting
+        through its ``wait(futures)`` and ``results(futures)``, a run whose workers are gone ends in
+        one line instead of a wait without end.
+    """
+
+    collection: Any
+    elements: int
+    nbytes: int
+    description: dict = field(default_factory=dict)
+    context: dict = field(default_factory=dict)
+    outputs: list[tuple[str, str]] = field(default_factory=list)
+    present: Callable[[Workload, Any], Any] | None = None
+    save: Callable[[Workload, Any], None] | None = None
+    bytes_are: str = "read"
+    resolved: Resolved | None = None
+    drive: Callable[[Workload, Any], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Whether a result checked out, and what was checked."""
+
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """A way to alter a pipeline's computed result that its verification must catch.
+
+    Attributes
+    ----------
+    name : str
+        What the alteration is ("bins reversed", "l2_norm set to 0").
+    alter : callable
+        ``alter(raw) -> raw``: a changed copy of the computed result (never the original).
+    names : str
+        A word the failed verification's detail must contain: what disagreed.
+    """
+
+    name: str
+    alter: Callable[[Any], Any]
+    names: str

@@ -1,0 +1,263 @@
+"""fft-pipeline: the 2-D FFT of an n x n array held in blocks, which ``dask.array.fft`` cannot do.
+
+``dask.array.fft.fft2`` needs each transformed axis in one chunk. Here the array is held in
+slabs: row blocks of whole rows, transformed along axis 1 (``numpy.fft`` or ``cupy.fft`` per
+block, see :mod:`pipelines.fft.tasks`); the transpose, an all-to-all exchange of blocks
+(every column slab gathers one piece from every row slab); then the transform along axis 0.
+``--inverse`` gives ``ifft2``, ``--real`` ``rfft2`` (the half spectrum, n x (n/2 + 1)), both
+``irfft2`` of an ``--input`` half spectrum (held transposed: its column blocks first, the
+column transforms, the transpose, then the rows' real inverses; see
+:func:`pipelines.fft.layout.layout`).
+
+The input is drawn on the workers from the seed (planted sinusoids plus noise, see
+:mod:`pipelines.fft.shared`) or read from a ``.npy``/Zarr array. The spectrum is never gathered:
+each of its blocks is reduced where it is made to its columns' sums of squares, its largest
+cells and its values at sampled cells, which :mod:`pipelines.fft.check` verifies against the
+input (Parseval, DFT sums, the planted peaks). ``--output`` writes the spectrum, atomically.
+
+A run computes in stages, each kept on the workers before the next (see
+:func:`pipelines.fft.stages.drive`; the slabs: :mod:`pipelines.fft.layout`),
+so that its time splits into the input, the row transforms, the transpose, the column
+transforms and the reductions; the transpose's bytes and bandwidth are reported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import dask
+import numpy as np
+
+from daskgpu.data import array_input
+from daskgpu.errors import InputFileError, ParameterError
+from daskgpu.toolkit import output as output_files
+from daskgpu.toolkit.backends import to_host
+from daskgpu.toolkit.params import (
+    Param,
+    choice,
+    chunks,
+    non_negative_int,
+    optional_path,
+    output_path,
+    positive_int,
+    switch,
+)
+from daskgpu.toolkit.registry import Resolved, Workload, pipeline
+from daskgpu.toolkit.timing import timed
+from pipelines.fft import SUMMARY, shared
+from pipelines.fft import layout as fft_layout
+from pipelines.fft import stages as fft_stages
+from pipelines.fft.check import MUTATIONS, verify
+
+DTYPES = ("complex128", "complex64")
+INPUT_DTYPES = ("complex64", "complex128", "float32", "float64")
+
+
+def side(value) -> int:
+    """A positive size n of an n x n array, its bytes within reach (``n * n`` elements)."""
+    n = positive_int(value)
+    if n * n * 16 > fft_layout.MAX_BYTES:
+        raise ValueError(f"an array of {n} x {n} is over {fft_layout.MAX_BYTES / 2**50:g} PiB; "
+                         "give a smaller size")
+    return n
+
+
+PARAMS = (
+    Param("size", side, None, "Side n of the n x n array [default: 4096 on CPU; on GPUs a "
+          "share of their memory].", "N"),
+    Param("chunks", chunks, "auto", "Slab width: rows per row block, columns per column block "
+          "(auto: sized for the device).", "auto|N"),
+    Param("dtype", choice(DTYPES), None, "Complex type of the transform [default: complex128, "
+          "or the input's precision].", "complex128|complex64", DTYPES),
+    Param("inverse", switch, None, "Inverse transform (numpy.fft.ifft2; with --real, irfft2 "
+          "of an --input half spectrum).", "", nargs=0),
+    Param("real", switch, None, "Transform of real data (numpy.fft.rfft2: n x (n/2+1) "
+          "half spectrum).", "", nargs=0),
+    Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
+    Param("input", optional_path, None, "Read a square float32/float64 (complex64/complex128 "
+          "without --real) array from this .npy file or Zarr array.", "PATH"),
+    Param("output", output_path((".npy", ".zarr")), None, "Write the spectrum to this .npy "
+          "file or Zarr directory.", "PATH"),
+)
+
+
+# --------------------------------------------------------------------------- settle
+
+
+def settle(backend, values: dict) -> tuple[dict, dict]:
+    """Open and check the input, or size the generated array; refuse layouts no cluster runs.
+
+    Raises
+    ------
+    ParameterError
+        Contradicting options, or a layout with too many or too large blocks.
+    InputFileError
+        A missing, non-numeric, non-square or not 2-D input; a complex one with ``--real``.
+    """
+    values = dict(values)
+    values["inverse"], values["real"] = bool(values["inverse"]), bool(values["real"])
+    half_inverse = values["real"] and values["inverse"]
+    if half_inverse and values["input"] is None:
+        raise ParameterError("--inverse --real (irfft2) transforms a half spectrum: give it "
+                             "with --input (an n x (n/2+1) complex array, as --real --output "
+                             "writes)")
+    inputs: dict = {}
+    if values["input"] is not None:
+        if values["size"] is not None:
+            raise ParameterError("--size with --input: the input's shape is the size; drop "
+                                 "--size")
+        source = array_input.open_array(values["input"], "--input", INPUT_DTYPES)
+        if half_inverse:
+            _check_half_spectrum(source)
+        elif len(source.shape) != 2 or source.shape[0] != source.shape[1]:
+            shown = " x ".join(map(str, source.shape))
+            raise InputFileError(f"--input {source.path}: holds an array of shape {shown}; a "
+                                 "square n x n array (2 axes) is needed")
+        elif values["real"] and source.dtype.kind == "c":
+            raise InputFileError(f"--input {source.path}: holds {source.dtype} values; --real "
+                                 "transforms real data (rfft2): drop --real for a complex input")
+        inputs["input"] = source
+        n = source.shape[0]
+        if values["dtype"] is None:
+            values["dtype"] = shared.COMPLEX_OF[source.dtype.name]
+    else:
+        if values["dtype"] is None:
+            values["dtype"] = "complex128"
+        if values["size"] is None:
+            values["size"] = fft_layout.default_size(backend, itemsize(values))
+        n = values["size"]
+    option = "--input" if inputs else "--size"
+    fft_layout.check_layout(values["chunks"], n, itemsize(values), backend, option)
+    return values, inputs
+
+
+def _check_half_spectrum(source) -> None:
+    """Refuse an irfft2 input that is not the n x (n/2+1) half spectrum of an n x n array."""
+    shape = source.shape
+    if len(shape) == 2 and shape[1] == shared.spectrum_columns(shape[0], True):
+        return
+    shown = " x ".join(map(str, shape))
+    wanted = (f"{shape[0]} x {shared.spectrum_columns(shape[0], True)} for n = {shape[0]}"
+              if len(shape) == 2 else "2 axes")
+    raise InputFileError(f"--input {source.path}: holds an array of shape {shown}; --inverse "
+                         f"--real needs the n x (n/2+1) half spectrum of an n x n array "
+                         f"({wanted})")
+
+
+def itemsize(values: dict) -> int:
+    """Bytes of one element of the transform's type."""
+    return np.dtype(values["dtype"]).itemsize
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+def present(workload: Workload, raw: dict) -> dict:
+    """The reported value: the spectrum's sum of squares and its largest cell."""
+    result = raw["result"]
+    rows, cols = result["peak_rows"], result["peak_cols"]
+    if workload.context["half_inverse"]:  # irfft2's cells are reported transposed
+        rows, cols = cols, rows
+    return answer(result["sum_of_squares"], rows, cols, result["peak_values"])
+
+
+def answer(squares: float, rows, cols, values) -> dict:
+    """``sum_of_squares``, ``max_magnitude`` and ``max_at`` from candidate cells.
+
+    The largest magnitude wins; among equal ones, the first in row-major order.
+    """
+    magnitudes = np.abs(np.asarray(values))
+    order = np.lexsort((np.asarray(cols), np.asarray(rows), -magnitudes))
+    best = int(order[0])
+    return {"sum_of_squares": float(squares), "max_magnitude": float(magnitudes[best]),
+            "max_at": [int(rows[best]), int(cols[best])]}
+
+
+def baseline(resolved: Resolved) -> tuple[float, dict]:
+    """Seconds of one ``numpy.fft.fft2`` (``ifft2``, ``rfft2``, ``irfft2``; ``cupy.fft`` on a GPU).
+
+    The input is made whole first, untimed: drawn block by block as the run draws it, or read.
+    """
+    backend, sizes = resolved.backend, fft_layout.layout(resolved)
+    xp = importlib.import_module(backend.array_library)
+    with dask.config.set(scheduler="sync"):
+        whole = xp.asarray(fft_stages.input_array(resolved, sizes).compute())
+    n = sizes["n"]
+    if sizes["half_inverse"]:  # held transposed: the half spectrum as the file holds it
+        whole = xp.ascontiguousarray(whole.T)
+
+        def transform(half):
+            return xp.fft.irfft2(half, s=(n, n))
+    else:
+        transform = xp.fft.rfft2 if sizes["real"] else xp.fft.ifft2 if resolved["inverse"] \
+            else xp.fft.fft2
+    seconds, spectrum = timed(backend, lambda: transform(whole))
+    power = xp.abs(spectrum.astype(np.complex128, copy=False)) ** 2
+    flat = int(to_host(xp.argmax(power)))
+    m = spectrum.shape[1]
+    return seconds, {"sum_of_squares": float(to_host(power.sum())),
+                     "max_magnitude": math.sqrt(float(to_host(power.ravel()[flat]))),
+                     "max_at": [flat // m, flat % m]}
+
+
+@pipeline(
+    "fft-pipeline",
+    SUMMARY,
+    PARAMS,
+    verify,
+    settle=settle,
+    baseline=baseline,
+    mutations=MUTATIONS,
+)
+def prepare(resolved: Resolved) -> Workload:
+    """Build the lazy transform, reduced block by block to its summaries (and written)."""
+    sizes = fft_layout.layout(resolved)
+    n, m, dtype = sizes["n"], sizes["m"], sizes["dtype"]
+    check_seed = shared.check_seed(resolved["seed"], n)
+    cells = shared.sampled_cells(n, sizes["col_chunks"][1], check_seed)
+    x = fft_stages.input_array(resolved, sizes)
+    y = fft_stages.rows_transformed(x, resolved, sizes)
+    z = fft_stages.transposed(y, sizes, resolved.backend.array_library)
+    spectrum_t = fft_stages.columns_transformed(z, resolved, sizes)
+    parts = fft_stages.reduced(spectrum_t, resolved, cells)
+    outputs = []
+    if resolved["output"] is not None:
+        write, temporary = output_files.store_array(fft_stages.written(spectrum_t, sizes),
+                                                    resolved["output"])
+        parts["written"] = write
+        outputs.append((temporary, resolved["output"]))
+    source = resolved.inputs.get("input")
+    described = ({"source": source.path, "format": source.kind} if source is not None else
+                 {"source": f"{len(shared.signal(resolved['seed'], n, sizes['real'])['u'])} "
+                  "planted sinusoids + noise", "seed": resolved["seed"]})
+    half_inverse = sizes["half_inverse"]
+    transform = ("irfft2" if half_inverse else "rfft2" if sizes["real"] else "ifft2"
+                 if resolved["inverse"] else "fft2")
+    shape = [n, shared.spectrum_columns(n, True)] if half_inverse else [n, n]
+    return Workload(
+        collection=parts,
+        drive=fft_stages.drive,
+        bytes_are="read" if source is not None else "generated",
+        elements=shape[0] * shape[1],
+        nbytes=shape[0] * shape[1] * x.dtype.itemsize,
+        description={
+            **described,
+            "transform": transform,
+            "shape": shape,
+            "spectrum": f"{n} x {m}",
+            "chunks": [sizes["row_chunks"][0][0], sizes["col_chunks"][1][0]],
+            "slabs": len(sizes["row_chunks"][0]),
+            "dtype": dtype.name,
+            "flop": fft_layout.flop(n, sizes["real"]),
+        },
+        # The check sees irfft2 as the inverse of a complex input with a real, n x n result.
+        context={"n": n, "m": m, "real": sizes["real_input"],
+                 "half_inverse": half_inverse, "inverse": resolved["inverse"],
+                 "dtype": dtype.name, "seed": resolved["seed"], "check_seed": check_seed,
+                 "row_chunks": sizes["row_chunks"][0], "col_chunks": sizes["col_chunks"][1],
+                 "source": source, "library": resolved.backend.array_library,
+                 "stages": (resolved, sizes, cells)},
+        outputs=outputs,
+        present=present,
+    )

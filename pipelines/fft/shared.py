@@ -1,0 +1,110 @@
+"""What fft-pipeline and its check (:mod:`pipelines.fft.check`) both use.
+
+The data's specification, not its computation: the planted sinusoids (integer frequencies,
+amplitudes and phases drawn from the run's seed), the noise scheme, the cells of the spectrum
+the run reports and the check recomputes, and the spectrum's shape. Nothing here transforms or
+sums an array.
+
+Generated data, element ``(r, c)`` of the n x n input::
+
+    complex:  sum_j A_j exp(i phi_j) exp(2 pi i (u_j r + v_j c) / n)  + noise
+    real:     sum_j A_j cos(2 pi (u_j r + v_j c) / n + phi_j)          + noise
+
+Noise: row block ``i`` (blocks of the run's chunking) draws from
+``SeedSequence(noise_seed, spawn_key=(i,))`` (NumPy's ``default_rng``, or the array library's
+seeded with the sequence's first 64-bit word) one array of uniform [0, 1) float64 values,
+shaped (rows, n) for real data and (rows, n, 2) for complex data (real and imaginary parts
+side by side), each mapped to ``NOISE * (2 x - 1)``. The sum is made in float64 and rounded
+once to the data's type.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from daskgpu.toolkit.numeric import seed_word, starts
+
+# Planted sinusoids (fewer where the array is too small to hold them apart).
+PEAKS = 4
+# Noise: uniform on [-NOISE, NOISE) in each real component.
+NOISE = 0.01
+# The largest cells of each block of the spectrum that the run reports.
+TOP = PEAKS + 2
+# Cells of the spectrum the run reports and the check recomputes as DFT sums: one in every
+# column block of the spectrum, and this many more anywhere.
+EXTRA_CELLS = 8
+
+COMPLEX_OF = {"float32": "complex64", "float64": "complex128",
+              "complex64": "complex64", "complex128": "complex128"}
+REAL_OF = {"complex64": "float32", "complex128": "float64"}
+
+
+def spectrum_columns(n: int, real: bool) -> int:
+    """Columns of the spectrum of an n x n input: n, or n // 2 + 1 for rfft2."""
+    return n // 2 + 1 if real else n
+
+
+def signal(seed: int, n: int, real: bool) -> dict:
+    """The planted sinusoids: integer frequencies ``u``, ``v``, amplitudes and phases.
+
+    Frequencies are distinct cells of the spectrum. For real data ``v`` lies in
+    ``[1, (n - 1) // 2]``, so each cosine shows as one peak in rfft2's half spectrum (its
+    mirror image lies in the half left out).
+    """
+    rng = np.random.default_rng(np.random.SeedSequence((seed, 11)))
+    cols = np.arange(1, (n - 1) // 2 + 1) if real else np.arange(n)
+    cells = len(cols) * n
+    count = min(PEAKS, cells)
+    if count:
+        picked = rng.choice(cells, size=count, replace=False)
+        u, v = picked // len(cols), cols[picked % len(cols)]
+    else:
+        u = v = np.zeros(0, np.int64)
+    amplitudes = np.sort(rng.uniform(0.5, 1.5, count))[::-1].copy()
+    phases = rng.uniform(0.0, 2 * math.pi, count)
+    return {"u": np.asarray(u, np.int64), "v": np.asarray(v, np.int64),
+            "amplitude": amplitudes, "phase": phases}
+
+
+def noise_seed(seed: int) -> int:
+    """The seed of the noise: a 64-bit word of ``SeedSequence((seed, 12))``."""
+    return seed_word(np.random.SeedSequence((seed, 12)))
+
+
+def noise_sigma(real: bool) -> float:
+    """Standard deviation of one element's noise (both components for complex data)."""
+    per_component = NOISE**2 / 3  # variance of uniform [-NOISE, NOISE)
+    return math.sqrt(per_component if real else 2 * per_component)
+
+
+def check_seed(seed: int | None, n: int) -> int:
+    """The seed of the sampled cells: the run's, or for inputs one from the size."""
+    if seed is not None:
+        return int(seed)
+    return seed_word(np.random.SeedSequence((n, 13)))
+
+
+def sampled_cells(n: int, col_chunks: tuple[int, ...], seed: int) -> tuple[np.ndarray,
+                                                                              np.ndarray]:
+    """Rows and columns of the sampled cells: one per column block, then ``EXTRA_CELLS``."""
+    rng = np.random.default_rng(np.random.SeedSequence((seed, 14)))
+    m = int(sum(col_chunks))
+    first = starts(col_chunks)
+    cols = np.concatenate([first + rng.integers(0, np.asarray(col_chunks)),
+                           rng.integers(0, m, EXTRA_CELLS)])
+    rows = rng.integers(0, n, len(cols))
+    return rows.astype(np.int64), cols.astype(np.int64)
+
+
+def column_weights(n: int, m: int, real: bool) -> np.ndarray:
+    """How often each column of the spectrum counts in the full spectrum's sum of squares.
+
+    1 everywhere for a full spectrum; for rfft2's half, columns 1 .. (n - 1) // 2 stand for
+    their mirror images too (2), column 0 and, for even n, column n / 2 for themselves (1).
+    """
+    weights = np.ones(m)
+    if real:
+        weights[1:(n - 1) // 2 + 1] = 2.0
+    return weights

@@ -1,0 +1,14 @@
+"""histogram-pipeline: its code, one file a job.
+
+- ``pipeline.py``: parameters, settle, baseline, prepare and registration.
+- ``tasks.py``: what runs on the workers: the data, the kernel per block, the default range.
+- ``shared.py``: what the run and its check both use: the layout of the raw result.
+- ``check.py``: the verification (numpy.histogram of every block, sampled blocks, chi-square) and
+  its mutations.
+
+Importing this package imports nothing: a worker that unpickles one of its tasks imports it
+first.
+"""
+
+# The one-line summary: `list` and `--help` read it without importing the pipeline.
+SUMMARY = "Histogram of a large array (numpy.histogram semantics) with a custom kernel per chunk"

@@ -1,0 +1,197 @@
+"""histogram-pipeline: numpy.histogram of a large array, with a custom kernel per chunk.
+
+This module holds the parameters, ``settle``, the one-process baseline, ``prepare`` (the
+workload, its edges and its presented value) and the registration. What runs on the workers,
+the data, the kernel on every block and the rows of the result, is built in
+:mod:`pipelines.histogram.tasks`; the layout of those rows, which the check reads too, is in
+:mod:`pipelines.histogram.shared`. The independent verification and its mutations live in
+:mod:`pipelines.histogram.check`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np
+
+from daskgpu import config as daskgpu_config
+from daskgpu.data import array_input, synthetic
+from daskgpu.errors import ParameterError
+from daskgpu.kernels.histogram import histogram
+from daskgpu.toolkit import chunking
+from daskgpu.toolkit import output as output_files
+from daskgpu.toolkit.backends import to_host
+from daskgpu.toolkit.params import (
+    Param,
+    choice,
+    chunks,
+    non_negative_int,
+    optional_path,
+    output_path,
+    positive_int,
+    refuse_with_input,
+    value_range,
+)
+from daskgpu.toolkit.registry import Resolved, Workload, pipeline
+from daskgpu.toolkit.timing import timed
+from pipelines.histogram import SUMMARY, shared
+from pipelines.histogram.check import MUTATIONS, verify
+from pipelines.histogram.tasks import finite_range, histograms, make_data, sampled_blocks, widened
+
+CPU_DEFAULT_VALUES = 100_000_000
+MAX_BINS = 10_000_000
+# The histogram kernel reads these element types; other inputs are refused up front.
+INPUT_DTYPES = ("float32", "float64")
+# Options that only shape generated data: an --input refuses them (unless left at the default).
+GENERATED_ONLY = ("values", "dtype", "seed", "distribution")
+
+
+def default_values(backend, itemsize: int) -> int:
+    """Number of values: a quarter of the GPUs' memory, or 10^8 on CPU."""
+    if backend.is_gpu and backend.device_memory:
+        share = float(daskgpu_config.get("gpu.default-memory-fraction"))
+        return int(share * backend.device_memory / itemsize)
+    return CPU_DEFAULT_VALUES
+
+
+def _bins(value) -> int:
+    bins = positive_int(value)
+    if bins > MAX_BINS:
+        raise ValueError(f"at most {MAX_BINS} bins")
+    return bins
+
+
+PARAMS = (
+    Param("values", positive_int, None, "Number of random values [default: 10^8 on CPU; a "
+          "quarter of the GPUs' memory].", "N"),
+    Param("chunks", chunks, "auto", "Block size: auto (sized for the device) or N values.",
+          "auto|N"),
+    Param("dtype", choice(("float64", "float32")), "float64", "Element type of random data.",
+          "float64|float32", ("float64", "float32")),
+    Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
+    Param("distribution", choice(synthetic.DISTRIBUTIONS), "uniform",
+          "Random values: uniform [0,1) or standard normal.", "uniform|normal",
+          synthetic.DISTRIBUTIONS),
+    Param("bins", _bins, 256, "Number of equal-width bins.", "N"),
+    Param("range", value_range, None, "Bin range LO HI [default: the data's finite min and max, "
+          "found in a first pass].", "LO HI", nargs=2),
+    Param("input", optional_path, None, "Histogram of this .npy file or Zarr array instead of "
+          "random data.", "PATH"),
+    Param("output", output_path((".npy", ".csv")), None, "Write bin edges and counts to this "
+          ".npy or .csv file.", "PATH"),
+)
+
+
+def settle(backend, values: dict) -> tuple[dict, dict]:
+    """Open and check the input, or size the random data for the backend; check the blocks."""
+    values = dict(values)
+    if values["input"] is not None:
+        refuse_with_input(PARAMS, values, GENERATED_ONLY)
+        source = array_input.open_array(values["input"], dtypes=INPUT_DTYPES)
+        chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input")
+        # Not used for an input (its own dtype is reported with the data).
+        values["dtype"] = values["distribution"] = None
+        return values, {"input": source}
+    itemsize = np.dtype(values["dtype"]).itemsize
+    if values["values"] is None:
+        values["values"] = default_values(backend, itemsize)
+    chunking.check_blocks(values["chunks"], (values["values"],), itemsize)
+    return values, {}
+
+
+def _edges(dtype, lo: float, hi: float, bins: int) -> np.ndarray:
+    """The edges numpy.histogram bins data of ``dtype`` with (float32 data: float32 edges)."""
+    return np.histogram_bin_edges(np.empty(0, dtype), bins, range=(lo, hi)).astype(np.float64)
+
+
+def baseline(resolved: Resolved) -> tuple[float, dict]:
+    """Seconds of ``numpy.histogram`` (``cupy.histogram`` on a GPU worker), and its answer.
+
+    The values are generated (or read) here first, untimed, as are the default range's min and
+    max, which the pipeline also finds before its timed compute, and the NaN count.
+    """
+    backend, bins, range = resolved.backend, resolved["bins"], resolved["range"]
+    data, _ = make_data(resolved)
+    values = data.compute(scheduler="sync").ravel()
+    xp = importlib.import_module(backend.array_library)
+    if range is not None:
+        lo, hi = range
+    else:
+        finite = values[xp.isfinite(values)]
+        if finite.size == 0:
+            raise ParameterError("the data holds no finite value to take a range from")
+        lo, hi = widened(float(finite.min()), float(finite.max()))
+    seconds, (counts, edges) = timed(backend,
+                                     lambda: xp.histogram(values, bins=bins, range=(lo, hi)))
+    counts = np.asarray(to_host(counts), dtype=np.int64)
+    answer = {"counts": counts, "edges": np.asarray(to_host(edges), dtype=np.float64),
+              "nan": int(xp.isnan(values).sum()), "in_range": int(counts.sum())}
+    return seconds, answer
+
+
+def warm_up(backend_name: str) -> None:
+    """On a CPU worker as it starts: load the kernel's twin for both float dtypes."""
+    if backend_name == "cpu":
+        for dtype in (np.float64, np.float32):
+            histogram(np.linspace(0, 1, 64, dtype=dtype), 0.0, 1.0, 4)
+
+
+@pipeline(
+    "histogram-pipeline",
+    SUMMARY,
+    PARAMS,
+    verify,
+    settle=settle,
+    baseline=baseline,
+    mutations=MUTATIONS,
+    warm_up=warm_up,
+)
+def prepare(resolved: Resolved) -> Workload:
+    """Build the lazy histogram; the default range is found by a first pass over the data."""
+    bins, range, output = resolved["bins"], resolved["range"], resolved["output"]
+    data, described = make_data(resolved)
+    lo, hi = range if range is not None else finite_range(data)
+    # Input data has no seed: its sampled blocks follow from its size.
+    seed = resolved["seed"] if resolved["seed"] is not None else math.prod(data.shape)
+    sampled = sampled_blocks(data.numblocks, seed)
+    # Row 0: the counts; then the sampled blocks' own counts (pipelines.histogram.shared).
+    collection = {"histograms": histograms(data, lo, hi, bins, sampled)}
+    elements = math.prod(data.shape)
+    context = {"bins": bins, "lo": lo, "hi": hi, "edges": _edges(data.dtype, lo, hi, bins),
+               "output": output, "data": data, "dtype": data.dtype, "sampled": sampled,
+               "range_given": range, "distribution": resolved["distribution"]}
+    return Workload(
+        collection=collection,
+        bytes_are="generated" if resolved["input"] is None else "read",
+        elements=elements,
+        nbytes=elements * data.dtype.itemsize,
+        description={
+            **described,
+            "shape": list(data.shape),
+            "chunks": list(data.chunksize),
+            "blocks": data.npartitions,
+            "dtype": str(data.dtype),
+            "bins": bins,
+            "range": [lo, hi],
+        },
+        context=context,
+        present=_present,
+        save=_save if output is not None else None,
+    )
+
+
+def _present(workload: Workload, raw: dict) -> dict:
+    bins = workload.context["bins"]
+    counts = shared.summed(raw["histograms"])
+    in_bins = shared.bin_counts(counts, bins)
+    return {"counts": in_bins, "edges": workload.context["edges"],
+            "nan": int(shared.nan_count(counts, bins)), "in_range": int(in_bins.sum())}
+
+
+def _save(workload: Workload, value: dict) -> None:
+    edges = value["edges"]
+    output_files.save_table(
+        workload.context["output"],
+        {"left": edges[:-1], "right": edges[1:], "count": value["counts"]},
+    )

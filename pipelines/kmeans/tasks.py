@@ -1,0 +1,132 @@
+"""kmeans-pipeline's work on the cluster: blobs, shards, a shard's pass, the Lloyd loop.
+
+The shards are drawn on the workers and stay there; the loop runs in a client (see
+:mod:`pipelines.kmeans.pipeline`), through :mod:`daskgpu.toolkit.data_parallel`: each iteration
+broadcasts the centroids, runs :func:`daskgpu.kernels.kmeans.kmeans_pass` on every shard where
+it lives, and tree-reduces the shards' sums, counts and inertias.
+
+The data follow the scheme of :mod:`pipelines.kmeans.shared`. Per-shard generators:
+``numpy.random.default_rng`` of the shard's ``SeedSequence`` on CPU workers; on GPU workers
+``cupy.random.default_rng`` seeded with that sequence's first 64-bit word. A shard draws each
+point's blob (``integers(0, clusters)``), then its offsets (``standard_normal``, the dtype's).
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+
+import numpy as np
+
+from daskgpu.errors import ParameterError
+from daskgpu.kernels.kmeans import kmeans_pass
+from daskgpu.toolkit import backends, data_parallel
+from daskgpu.toolkit.numeric import generator
+from pipelines.kmeans.shared import (
+    BLOB_STD,
+    CENTRE_TRIES,
+    CENTRES,
+    POINTS,
+    SEPARATION,
+    half_width,
+)
+
+
+def blob_centres(seed: int, clusters: int, features: int) -> np.ndarray:
+    """The blobs' ``(clusters, features)`` float64 centres, at least ``SEPARATION`` apart.
+
+    Raises
+    ------
+    ParameterError
+        Where so many clusters do not fit (too few features for their count).
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(CENTRES,)))
+    width = half_width(clusters, features)
+    centres = np.empty((clusters, features))
+    for j in range(clusters):
+        for _ in range(CENTRE_TRIES):
+            candidate = rng.uniform(-width, width, features)
+            if j == 0 or np.min(((centres[:j] - candidate) ** 2).sum(axis=1)) >= SEPARATION ** 2:
+                centres[j] = candidate
+                break
+        else:
+            raise ParameterError(f"--clusters {clusters}: no room for that many separated blobs "
+                                 f"in {features} features; give fewer clusters or more features")
+    return centres
+
+
+def make_shard(seed: int, index: int, rows: int, features: int, dtype: str, library: str,
+               centres: np.ndarray):
+    """Shard ``index``: ``rows`` points of the blobs around ``centres``, drawn where it stays."""
+    xp = importlib.import_module(library)
+    rng = generator(library, np.random.SeedSequence(seed, spawn_key=(POINTS, index)))
+    blob = rng.integers(0, centres.shape[0], rows)
+    x = rng.standard_normal((rows, features), dtype=dtype)
+    if BLOB_STD != 1:
+        x *= BLOB_STD
+    x += xp.asarray(centres.astype(dtype))[blob]
+    return x
+
+
+def shard_pass(x, centroids: np.ndarray) -> tuple:
+    """One shard's Lloyd pass: ``((sums, counts, inertia), seconds)``, all on the host."""
+    began = time.perf_counter()
+    sums, counts, inertia = kmeans_pass(x, centroids)
+    out = (backends.to_host(sums), backends.to_host(counts), float(backends.to_host(inertia)[0]))
+    return out, time.perf_counter() - began
+
+
+def pick_rows(x, rows: np.ndarray) -> np.ndarray:
+    """The shard's points at ``rows``, as float64 host memory."""
+    xp = importlib.import_module(type(x).__module__.split(".")[0])
+    return np.asarray(backends.to_host(x[xp.asarray(rows)]), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- the iterations
+
+
+def lloyd(client, shards, centroids: np.ndarray, max_iter: int, tol: float) -> dict:
+    """Lloyd's iterations from ``centroids`` on persisted ``shards``, driven here.
+
+    Every iteration: the centroids broadcast, one :func:`shard_pass` per shard, the sums,
+    counts and inertias tree-reduced, and the new centroids ``sums / counts`` computed here; a
+    centroid no point is nearest keeps its place. It stops once no centroid moved more than
+    ``tol`` (Euclidean), or after ``max_iter`` iterations; one more pass gives the final
+    centroids' inertia.
+
+    Returns
+    -------
+    dict
+        ``centroids`` ``(iterations + 1, k, d)``: the initial ones and those after each
+        iteration; ``inertias`` at each of them; ``counts`` at the final ones; ``iterations``;
+        ``shifts``, the largest move of each iteration; the times of each (``step_s``,
+        ``step_compute_s``).
+    """
+    c = np.asarray(centroids, dtype=np.float64)
+    trajectory, inertias, shifts, wall, computed = [c], [], [], [], []
+    current = data_parallel.broadcast(client, c)
+    for _ in range(max_iter):
+        (sums, counts, inertia), spent = data_parallel.step(
+            client, shards, shard_pass, data_parallel.add_pairs, current)
+        began = time.perf_counter()
+        moved = c.copy()
+        filled = counts > 0
+        moved[filled] = sums[filled] / counts[filled, None]
+        shift = float(np.sqrt(((moved - c) ** 2).sum(axis=1)).max())
+        c = moved
+        current.release()
+        current = data_parallel.broadcast(client, c)
+        wall.append(spent.wall_s + time.perf_counter() - began)
+        computed.append(spent.compute_s)
+        trajectory.append(c)
+        inertias.append(inertia)
+        shifts.append(shift)
+        if shift <= tol:
+            break
+    (_, counts, inertia), _ = data_parallel.step(client, shards, shard_pass,
+                                                 data_parallel.add_pairs, current)
+    current.release()
+    inertias.append(inertia)
+    return {"centroids": np.stack(trajectory), "inertias": np.array(inertias),
+            "counts": np.asarray(counts), "iterations": len(shifts),
+            "shifts": np.array(shifts), "step_s": wall, "step_compute_s": computed}

@@ -1,0 +1,176 @@
+"""mean-pipeline: the mean of a large array, random or read from a ``.npy``/Zarr input.
+
+This module holds the parameters, ``settle``, the one-process baseline, ``prepare`` and the
+registration. The run reduces every block to one float64 sum where the block lives; the small
+host sums come together in one task that divides their total by the element count (both built
+in :mod:`pipelines.mean.tasks`). Its result is the mean, carrying the per-block sums
+(:class:`~daskgpu.toolkit.reductions.BlockMean`), so that ``verify`` (in
+:mod:`pipelines.mean.check`) can check the sums against the block grid, recompute a seeded
+sample of blocks on the workers by another path, and tie the sample to the whole.
+"""
+
+from __future__ import annotations
+
+import math
+
+import dask.array as da
+import numpy as np
+
+from daskgpu import config as daskgpu_config
+from daskgpu.data import array_input
+from daskgpu.toolkit import chunking
+from daskgpu.toolkit.params import (
+    Param,
+    choice,
+    chunks,
+    non_negative_int,
+    optional_path,
+    positive_int,
+    refuse_with_input,
+)
+from daskgpu.toolkit.registry import Resolved, Workload, pipeline
+from daskgpu.toolkit.timing import timed
+from pipelines.mean import SUMMARY
+from pipelines.mean.check import MUTATIONS, redrawn_uniform_sum, verify
+from pipelines.mean.shared import block_grid, block_shape
+from pipelines.mean.tasks import input_sums, mean_of, random_sums
+
+CPU_DEFAULT_SIZE = 10_000
+
+
+def default_size(backend, itemsize: int) -> int:
+    """Side n of the default n x n array: a share of the GPUs' memory, or 10000 on CPU."""
+    if backend.is_gpu and backend.device_memory:
+        share = float(daskgpu_config.get("gpu.default-memory-fraction"))
+        return int(math.sqrt(share * backend.device_memory / itemsize))
+    return CPU_DEFAULT_SIZE
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+PARAMS = (
+    Param("size", positive_int, None, "Side n of an n x n random array "
+          "[default: a quarter of the GPUs' memory; 10000 on CPU].", "N"),
+    Param("chunks", chunks, "auto", "Block size: auto (sized for the device), N, or one "
+          "per axis (N,M).", "auto|N[,M]"),
+    Param("dtype", choice(("float64", "float32")), "float64", "Element type of random data.",
+          "float64|float32", ("float64", "float32")),
+    Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
+    Param("input", optional_path, None, "Mean of this .npy file or Zarr array instead of "
+          "random data.", "PATH"),
+)
+# What only generated data uses: refused, where set, with an --input.
+GENERATED_ONLY = ("size", "seed", "dtype")
+
+
+def settle(backend, values: dict) -> tuple[dict, dict]:
+    """Open and check the input, or size the random array for the backend; check the blocks.
+
+    Raises
+    ------
+    ParameterError
+        For options of generated data given with an ``--input``.
+    """
+    values = dict(values)
+    if values["input"] is not None:
+        refuse_with_input(PARAMS, values, GENERATED_ONLY)
+        source = array_input.open_array(values["input"])
+        chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input")
+        values["dtype"] = None  # the input's own element type is used (reported in data)
+        return values, {"input": source}
+    itemsize = np.dtype(values["dtype"]).itemsize
+    if values["size"] is None:
+        values["size"] = default_size(backend, itemsize)
+    chunking.check_blocks(values["chunks"], (values["size"],) * 2, itemsize)
+    return values, {}
+
+
+# --------------------------------------------------------------------------- baseline
+
+
+def baseline(resolved: Resolved) -> tuple[float, float]:
+    """Seconds and answer of the same mean in one process, on the same data.
+
+    Random data: every block drawn whole from its own seed with ``default_rng`` (NumPy, one
+    thread; CuPy on a GPU worker) and summed, as the pipeline draws it inside the timed
+    compute. An ``input``: the file read block by block with NumPy.
+    """
+    backend = resolved.backend
+    if resolved["input"] is not None:
+        source = resolved.inputs["input"]
+        seconds, (total, _, count) = timed(backend, lambda: array_input.blockwise_sums(source))
+        return seconds, total / count
+    shape = (resolved["size"],) * 2
+    dtype = np.dtype(resolved["dtype"])
+    block = chunking.resolve_chunks(resolved["chunks"], shape, dtype.itemsize, backend)
+    chunk_sizes = da.core.normalize_chunks(block, shape)
+    grid = block_grid(chunk_sizes)
+
+    def mean() -> float:
+        sums = [redrawn_uniform_sum(resolved["seed"], number, block_shape(chunk_sizes, loc),
+                                    dtype.name, backend.array_library)
+                for number, loc in enumerate(np.ndindex(*grid))]
+        return math.fsum(sums) / math.prod(shape)
+
+    return timed(backend, mean)
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+@pipeline(
+    "mean-pipeline",
+    SUMMARY,
+    PARAMS,
+    verify,
+    settle=settle,
+    baseline=baseline,
+    mutations=MUTATIONS,
+)
+def prepare(resolved: Resolved) -> Workload:
+    """Build the lazy mean of a random array, or of the input."""
+    backend, chunks = resolved.backend, resolved["chunks"]
+    if resolved["input"] is not None:
+        return _input_workload(backend, resolved["input"], resolved.inputs["input"], chunks)
+    return _random_workload(backend, resolved["size"], chunks, resolved["dtype"],
+                            resolved["seed"])
+
+
+def _input_workload(backend, path, source, chunks) -> Workload:
+    block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
+    sums = input_sums(source, block, backend)
+    described = {"source": path, "format": source.kind}
+    return _workload(sums, source.shape, block, source.dtype, described, {"source": source})
+
+
+def _random_workload(backend, size, chunks, dtype, seed) -> Workload:
+    # Random data is reduced as it is drawn: see tasks.random_sums.
+    dtype = np.dtype(dtype)
+    shape = (size, size)
+    block = chunking.resolve_chunks(chunks, shape, dtype.itemsize, backend)
+    sums = random_sums(shape, block, dtype, seed, backend)
+    described = {"source": "random uniform [0,1)", "seed": seed}
+    context = {"source": None, "seed": seed, "dtype": dtype.name,
+               "library": backend.array_library}
+    return _workload(sums, shape, block, dtype, described, context)
+
+
+def _workload(sums, shape, block, dtype, described, context) -> Workload:
+    elements = math.prod(shape)
+    return Workload(
+        collection=mean_of(sums, elements),
+        bytes_are="generated" if context.get("source") is None else "read",
+        elements=elements,
+        nbytes=elements * dtype.itemsize,
+        description={
+            **described,
+            "shape": list(shape),
+            "chunks": list(block),
+            "blocks": sums.size,
+            "dtype": str(dtype),
+        },
+        context={**context, "chunks": da.core.normalize_chunks(block, shape),
+                 "elements": elements},
+        present=lambda workload, raw: float(raw),
+    )

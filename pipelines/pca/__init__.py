@@ -1,0 +1,15 @@
+"""pca-pipeline: its code, one file a job.
+
+- ``pipeline.py``: parameters, settle, baseline, prepare, the reported value and registration.
+- ``output.py``: the components written to a file.
+- ``tasks.py``: what runs on the workers: the data, the blocks' QR or sketches.
+- ``shared.py``: what the run and its check both use: the known spectrum and basis.
+- ``check.py``: the verification against the blockwise Gram matrix, and its mutations.
+
+Importing this package imports nothing: a worker that unpickles one of its tasks imports it
+first.
+"""
+
+# The one-line summary: `list` and `--help` read it without importing the pipeline.
+SUMMARY = ("Principal components of a tall-and-skinny array: tall-skinny QR (or a randomised "
+           "SVD) of row blocks, verified against the blockwise Gram matrix")

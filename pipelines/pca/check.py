@@ -1,0 +1,324 @@
+"""Independent verification of pca-pipeline's result (:func:`verify`) and its mutations.
+
+What the check establishes, with ``C`` the centred Gram (scatter) matrix of the data and
+``lambda_i = s_i**2 = (samples - 1) * explained_variance_i``:
+
+- the components are orthonormal (``|V V^T - I| <= 16 d eps``: they are computed in float64);
+- the explained variances are non-increasing and agree with the singular values, and their
+  ratios with the total variance;
+- against ``C`` summed here block by block with plain matrix products (each block drawn again,
+  or re-read, on the workers, centred on its own means, ``X_c^T X_c`` in float64; blocks joined
+  by the pairwise update of the scatter matrix; no QR, no SVD): every component is an
+  eigenvector, ``|C v_i - lambda_i v_i| <= tau``; the ``lambda_i`` are ``C``'s largest
+  eigenvalues (``numpy.linalg.eigvalsh``, a symmetric tridiagonal method) within ``tau``; and
+  the total variance is ``trace(C) / (samples - 1)``;
+- for generated data, the explained variances match the population's ``sigma_i**2`` within
+  sampling error (below).
+
+``tau = SAFETY (d u + sqrt(n) eps64) trace(C)``: Householder QR is backward stable, the computed
+R being that of ``X + dX`` with ``|dX|_F`` of order ``d u |X|_F`` in the data's dtype (Higham,
+*Accuracy and Stability*, Thm 19.4; the factor in the row count that the worst case carries grows
+like its square root in practice, Higham and Mary 2019, and the blocks and slices of the tree keep
+it short), which moves ``C``'s eigenpairs by ``2 |dX| |X|``; ``sqrt(n) eps64`` covers the float64
+sums on both sides. Measured errors are below 1e-3 tau (float32 and float64, 2e5 x 256);
+for ``--method randomized`` the residual may also reach ``RANDOMIZED_RESIDUAL`` of the largest
+variance (an approximation's error, not rounding).
+
+Sampling error: for Gaussian rows with distinct population variances, a sample eigenvalue has
+standard deviation ``sqrt(2 / (n - 1)) sigma_i**2`` and a bias of at most
+``(sigma_i**2 / n) sum_j sigma_j**2 / |sigma_i**2 - sigma_j**2|`` (Lawley, 1956, to first order);
+the check allows ``SIGMAS`` standard deviations plus twice the bias plus ``tau / (n - 1)``.
+
+It shares no code with the computation (:mod:`pipelines.pca.tasks`, :mod:`daskgpu.data.synthetic`,
+:mod:`daskgpu.data.array_input`): it draws or reads the blocks its own way and takes from
+:mod:`pipelines.pca.shared` only the seeds, the spectrum and the basis.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import dask
+import numpy as np
+
+from daskgpu.toolkit.numeric import generator, starts, unit_roundoff
+from daskgpu.toolkit.registry import Mutation, Verification, Workload
+from pipelines.pca import shared
+
+SAFETY = 10.0
+SIGMAS = 6.0
+RANDOMIZED_RESIDUAL = 1e-3
+EPS64 = float(np.finfo(np.float64).eps)
+KEYS = ("components", "singular_values", "explained_variance", "explained_variance_ratio",
+        "total_variance", "samples")
+
+
+def verify(workload: Workload, raw) -> Verification:
+    """Orthonormal components, eigenvectors of the blockwise Gram matrix, the known spectrum."""
+    result = raw.get("result") if isinstance(raw, dict) else None
+    if not isinstance(result, dict) or any(key not in result for key in KEYS):
+        return Verification(False, f"result {type(raw).__name__} lacks {', '.join(KEYS)}")
+    ctx = workload.context
+    failure = _check_form(ctx, result)
+    if failure:
+        return Verification(False, failure)
+    gram = recompute(ctx)
+    for check in (_check_total, _check_eigenvectors, _check_eigenvalues, _check_spectrum):
+        failure = check(ctx, result, gram)
+        if failure:
+            return Verification(False, failure)
+    if ctx.get("project") is not None:
+        failure = check_projection(ctx, raw, gram)
+        if failure:
+            return Verification(False, failure)
+    k, (n, d) = len(result["explained_variance"]), ctx["shape"]
+    known = "; explained variances within sampling error of sigma**2" if ctx["input"] is None \
+        else ""
+    projected = ("; the projection's columns sum to 0 and their squares to s^2"
+                 if ctx.get("project") is not None else "")
+    return Verification(True, (
+        f"{k} components orthonormal and eigenvectors of the centred Gram matrix X^T X "
+        f"({d} x {d}, summed blockwise over {n} rows apart, no QR), their variances its "
+        f"{k} largest eigenvalues, within tau = {tolerance(ctx, gram):.3g}{known}{projected}"))
+
+
+def tolerance(ctx: dict, gram: dict) -> float:
+    """``tau``: the bound on ``|C v - lambda v|`` and on the eigenvalues (see the module)."""
+    n, d = ctx["shape"]
+    u = unit_roundoff(ctx["dtype"])
+    trace = float(np.trace(gram["scatter"]))
+    return SAFETY * (d * u + math.sqrt(n) * EPS64) * trace
+
+
+def _slack(ctx: dict, gram: dict, largest: float) -> float:
+    tau = tolerance(ctx, gram)
+    if ctx["method"] == "randomized":
+        return max(tau, RANDOMIZED_RESIDUAL * largest)
+    return tau
+
+
+def _check_form(ctx: dict, result: dict) -> str | None:
+    k, (n, d) = ctx["components"], ctx["shape"]
+    v = np.asarray(result["components"], dtype=np.float64)
+    variance = np.asarray(result["explained_variance"], dtype=np.float64)
+    if v.shape != (k, d) or variance.shape != (k,) or int(result["samples"]) != n:
+        return (f"components of shape {v.shape}, {variance.shape} variances over "
+                f"{result['samples']} samples; {(k, d)}, ({k},) over {n} expected")
+    if not (np.isfinite(v).all() and np.isfinite(variance).all()):
+        return "components or explained variances are not finite"
+    off = float(np.abs(v @ v.T - np.eye(k)).max())
+    if off > 16 * d * EPS64:
+        return f"components not orthonormal: |V V^T - I| reaches {off:.3g}"
+    if (variance < 0).any() or (np.diff(variance) > 0).any():
+        return f"explained variances not in descending order: {variance[:6]}"
+    s = np.asarray(result["singular_values"], dtype=np.float64)
+    expected = s**2 / max(n - 1, 1)
+    if not np.allclose(variance, expected, rtol=8 * EPS64, atol=0):
+        return "explained variances are not the squared singular values over samples - 1"
+    ratio = np.asarray(result["explained_variance_ratio"], dtype=np.float64)
+    total = float(result["total_variance"])
+    if not np.allclose(ratio * total, variance, rtol=8 * EPS64, atol=0):
+        return "explained variance ratio times the total variance is not the explained variance"
+    return None
+
+
+def _check_total(ctx: dict, result: dict, gram: dict) -> str | None:
+    n = ctx["shape"][0]
+    expected = float(np.trace(gram["scatter"])) / max(n - 1, 1)
+    got = float(result["total_variance"])
+    bound = tolerance(ctx, gram) / max(n - 1, 1)
+    if not abs(got - expected) <= bound:
+        return (f"total variance {got:.12g}, trace of the Gram matrix gives {expected:.12g} "
+                f"(bound {bound:.3g})")
+    return None
+
+
+def _lambdas(ctx: dict, result: dict) -> np.ndarray:
+    return np.asarray(result["explained_variance"], dtype=np.float64) * max(ctx["shape"][0] - 1, 1)
+
+
+def _check_eigenvectors(ctx: dict, result: dict, gram: dict) -> str | None:
+    v = np.asarray(result["components"], dtype=np.float64)
+    lam = _lambdas(ctx, result)
+    bound = _slack(ctx, gram, float(lam[0]) if lam.size else 0.0)
+    residual = np.linalg.norm(v @ gram["scatter"] - lam[:, None] * v, axis=1)
+    for i, r in enumerate(residual):
+        if not r <= bound:
+            return (f"component {i} is no eigenvector of the blockwise Gram matrix: "
+                    f"|C v - s^2 v| = {r:.3g} > {bound:.3g} (s^2 = {lam[i]:.12g})")
+    return None
+
+
+def _check_eigenvalues(ctx: dict, result: dict, gram: dict) -> str | None:
+    lam = _lambdas(ctx, result)
+    top = np.linalg.eigvalsh(gram["scatter"])[::-1][:lam.size]
+    bound = _slack(ctx, gram, float(top[0]) if top.size else 0.0)
+    for i, (got, expected) in enumerate(zip(lam, top, strict=True)):
+        if not abs(got - expected) <= bound:
+            return (f"component {i}: s^2 = {got:.12g}, the Gram matrix's eigenvalue {i} is "
+                    f"{expected:.12g} (bound {bound:.3g}): not its largest eigenvalues")
+    return None
+
+
+def sampling_bound(sigma2: np.ndarray, i: int, n: int) -> float:
+    """Allowed ``|variance_i - sigma_i**2|`` from sampling alone (see the module)."""
+    others = np.delete(sigma2, i)
+    gaps = np.abs(sigma2[i] - others)
+    bias = sigma2[i] / n * float(np.sum(others / np.maximum(gaps, 1e-300)))
+    return SIGMAS * math.sqrt(2 / max(n - 1, 1)) * sigma2[i] + 2 * bias
+
+
+def _check_spectrum(ctx: dict, result: dict, gram: dict) -> str | None:
+    if ctx["input"] is not None:
+        return None
+    n, d = ctx["shape"]
+    sigma2 = shared.spectrum(d) ** 2
+    variance = np.asarray(result["explained_variance"], dtype=np.float64)
+    rounding = _slack(ctx, gram, float(variance[0]) * (n - 1)) / (n - 1)
+    rounding += SAFETY * 2 * unit_roundoff(ctx["dtype"]) * math.sqrt(sigma2.sum())
+    for i, got in enumerate(variance):
+        bound = sampling_bound(sigma2, i, n) + rounding
+        if not abs(got - sigma2[i]) <= bound:
+            return (f"explained variance {i}: {got:.6g}, the known spectrum gives sigma^2 = "
+                    f"{sigma2[i]:.6g} (sampling bound {bound:.3g})")
+    return None
+
+
+def check_projection(ctx: dict, raw: dict, gram: dict) -> str | None:
+    """The written projection ``T = X_c V^T``: its columns sum to 0, their squares to s^2.
+
+    ``T`` is computed in the data's dtype: each column is off by at most ``(d + 2) u S`` in norm,
+    ``S = |X_c|_F + sqrt(n) |mean|`` (the dot products and the centring), which bounds its
+    squares through ``2 |T_i| |dT_i|`` and its sum through ``sqrt(n) |dT_i|``.
+    """
+    n, d = ctx["shape"]
+    u = unit_roundoff(ctx["dtype"])
+    lam = _lambdas(ctx, raw["result"])
+    sums = np.asarray(raw.get("projected_sums"), dtype=np.float64)
+    squares = np.asarray(raw.get("projected_squares"), dtype=np.float64)
+    if sums.shape != lam.shape or squares.shape != lam.shape:
+        return (f"projection: column sums {sums.shape}, squares {squares.shape}; "
+                f"{lam.shape} expected")
+    spread = math.sqrt(float(np.trace(gram["scatter"]))) + math.sqrt(n) * float(
+        np.linalg.norm(gram["mean"]))
+    column = SAFETY * (d + 2) * u * spread
+    tau = _slack(ctx, gram, float(lam[0]) if lam.size else 0.0)
+    for i in range(lam.size):
+        bound = tau + 2 * math.sqrt(lam[i]) * column + column**2
+        if not abs(squares[i] - lam[i]) <= bound:
+            return (f"projection on component {i}: sum of squares {squares[i]:.12g}, s^2 is "
+                    f"{lam[i]:.12g} (bound {bound:.3g})")
+        bound = math.sqrt(n) * column + SAFETY * n * EPS64 * math.sqrt(n) * spread
+        if not abs(sums[i]) <= bound:
+            return (f"projection on component {i}: its column sums to {sums[i]:.6g}, not 0 "
+                    f"(bound {bound:.3g}): not centred")
+    return None
+
+
+# --------------------------------------------------------------------------- recomputation
+
+
+def block_of(ctx: dict, i: int):
+    """Block ``i`` of rows, in the backend's library: drawn again as specified, or re-read."""
+    n, d = ctx["shape"]
+    r0 = int(starts(ctx["row_chunks"])[i])
+    rows = ctx["row_chunks"][i]
+    xp = importlib.import_module(ctx["library"])
+    if ctx["input"] is not None:
+        source = ctx["input"]
+        if source.kind == "zarr":
+            import zarr
+
+            stored = zarr.open_array(source.path, mode="r")
+        else:
+            stored = np.load(source.path, mmap_mode="r")
+        return xp.asarray(np.asarray(stored[r0:r0 + rows]))
+    sequence = np.random.SeedSequence(shared.data_seed(ctx["seed"]), spawn_key=(i,))
+    rng = generator(ctx["library"], sequence)
+    z = rng.standard_normal((rows, d), dtype=ctx["dtype"])
+    sigma = xp.asarray(shared.spectrum(d), dtype=ctx["dtype"])
+    basis = xp.asarray(shared.basis(ctx["seed"], d), dtype=ctx["dtype"])
+    return (z * sigma) @ basis.T
+
+
+def block_scatter(ctx: dict, i: int) -> tuple:
+    """``(rows, mean, X_c^T X_c)`` of block ``i`` in float64, the block centred on its means."""
+    x = block_of(ctx, i).astype(np.float64)
+    mean = x.mean(axis=0)
+    centred = x - mean
+    scatter = centred.T @ centred
+    host = (lambda a: a.get()) if hasattr(scatter, "get") else np.asarray
+    return x.shape[0], host(mean), host(scatter)
+
+
+def join(a: tuple, b: tuple) -> tuple:
+    """The scatter of two blocks' union: ``S_a + S_b + (n_a n_b / n) d d^T``."""
+    n = a[0] + b[0]
+    d = b[1] - a[1]
+    return n, a[1] + d * (b[0] / n), a[2] + b[2] + (a[0] * b[0] / n) * np.outer(d, d)
+
+
+def recompute(ctx: dict) -> dict:
+    """The centred Gram matrix of all rows, summed on the workers block by block."""
+    level = [dask.delayed(block_scatter, pure=True)(ctx, i) for i in range(len(ctx["row_chunks"]))]
+    while len(level) > 1:
+        level = [dask.delayed(join, pure=True)(level[i], level[i + 1])
+                 for i in range(0, len(level) - 1, 2)] + ([level[-1]] if len(level) % 2 else [])
+    rows, mean, scatter = dask.compute(level[0])[0]
+    return {"rows": rows, "mean": mean, "scatter": scatter}
+
+
+# --------------------------------------------------------------------------- mutations
+
+
+def _altered(raw: dict, change) -> dict:
+    result = {key: (np.array(value, dtype=np.float64, copy=True) if isinstance(value, np.ndarray)
+                    else value) for key, value in raw["result"].items()}
+    change(result)
+    return {**raw, "result": result}
+
+
+def _rotated(result: dict) -> None:
+    v = result["components"]
+    angle = math.radians(5)
+    v[0], v[1] = (math.cos(angle) * v[0] + math.sin(angle) * v[1],
+                  -math.sin(angle) * v[0] + math.cos(angle) * v[1])
+
+
+def _scaled_value(result: dict) -> None:
+    result["singular_values"][0] *= 1.01
+    result["explained_variance"][0] *= 1.01**2
+    result["explained_variance_ratio"][0] *= 1.01**2
+
+
+def _perturbed(result: dict) -> None:
+    v = result["components"]
+    last = v.shape[0] - 1
+    v[last] += 1e-3 * np.roll(v[last], 1)
+    v[last] /= np.linalg.norm(v[last])
+
+
+def _swapped(result: dict) -> None:
+    for key in ("components", "singular_values", "explained_variance",
+                "explained_variance_ratio"):
+        result[key][[0, 1]] = result[key][[1, 0]]
+
+
+def _total_altered(result: dict) -> None:
+    result["total_variance"] *= 1.01
+    result["explained_variance_ratio"] /= 1.01
+
+
+MUTATIONS = (
+    Mutation("two components rotated into each other by 5 degrees",
+             lambda raw: _altered(raw, _rotated), "eigenvector"),
+    Mutation("a singular value scaled by 1.01", lambda raw: _altered(raw, _scaled_value),
+             "Gram"),
+    Mutation("a component perturbed by 0.1 %", lambda raw: _altered(raw, _perturbed),
+             "orthonormal"),
+    Mutation("the first two components swapped", lambda raw: _altered(raw, _swapped),
+             "descending"),
+    Mutation("the total variance altered by 1 %", lambda raw: _altered(raw, _total_altered),
+             "total variance"),
+)

@@ -1,0 +1,51 @@
+"""What pca-pipeline writes: the components (``--output``) and the projected data (``--project``).
+
+Both are written atomically (:mod:`daskgpu.toolkit.output`).
+"""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+
+from daskgpu.toolkit import output as output_files
+from daskgpu.toolkit.registry import Resolved, Workload
+
+
+def save(workload: Workload, value: dict) -> None:
+    """Write the components found: ``.npy`` (components x features) or ``.csv`` rows."""
+    path = workload.context["output"]
+    components = workload.context["components_found"]
+    if path.lower().endswith(".npy"):
+        with output_files.atomic(path) as temporary, open(temporary, "wb") as f:
+            np.save(f, components)
+        return
+    columns = {"component": np.arange(len(components)),
+               "explained_variance": workload.description["explained_variance"],
+               "explained_variance_ratio": workload.description["explained_variance_ratio"]}
+    columns.update({f"f{j}": components[:, j] for j in range(components.shape[1])})
+    output_files.save_table(path, columns)
+
+
+def _picked(found: dict, key: str, dtype) -> np.ndarray:
+    return np.asarray(found[key], dtype=dtype)
+
+
+def projection(x, result, resolved: Resolved):
+    """The lazy ``(X - mean) V^T`` (samples x components), once the components are known.
+
+    The data are read (or drawn) again for it, block by block, after the summaries' pass.
+    """
+    import dask.array as da
+
+    k, features = resolved["components"], resolved["features"]
+    pick = dask.delayed(_picked, pure=True)
+    mean = da.from_delayed(pick(result, "mean", x.dtype), (features,), dtype=x.dtype,
+                           meta=np.empty((0,), x.dtype))
+    components = da.from_delayed(pick(result, "components", x.dtype), (k, features),
+                                 dtype=x.dtype, meta=np.empty((0, 0), x.dtype))
+    to_device = resolved.backend.to_device()
+    if to_device is not None:
+        mean = mean.map_blocks(to_device, dtype=x.dtype, meta=mean._meta)
+        components = components.map_blocks(to_device, dtype=x.dtype, meta=components._meta)
+    return (x - mean) @ components.T

@@ -1,0 +1,316 @@
+"""pca-pipeline: principal components of a tall-and-skinny array, by TSQR or a randomised SVD.
+
+The array (``--samples`` x ``--features``) is cut in blocks of whole rows only. Generated data
+are drawn on the workers from the run's seed with a known spectrum (:mod:`pipelines.pca.shared`);
+``--input`` reads a ``.npy`` file or Zarr array. The data are centred: every block on its own
+column means, the blocks' summaries combined about the global mean (:mod:`pipelines.pca.tasks`),
+so the mean costs no extra pass.
+
+- ``--method exact``: a tall-skinny QR. Each block's centred rows are reduced to their R factor
+  where they live (Householder QR with the block's library: LAPACK through NumPy, cuSOLVER
+  through CuPy), the R's are stacked and factored again pairwise (a tree), and the SVD of the
+  final ``features x features`` R gives the components and singular values. One pass.
+- ``--method randomized``: subspace iteration from a seeded basis of ``components + 10``
+  columns: ``--power-iters`` passes of ``W <- orth(X_c^T X_c W)`` (each summed over the blocks),
+  then a TSQR of ``X_c W`` and the SVD of its small R (a Rayleigh-Ritz step).
+
+Explained variance is ``s**2 / (samples - 1)``; its ratio is to the total variance (the centred
+sum of squares over ``samples - 1``). :mod:`pipelines.pca.check` verifies the result apart.
+"""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+
+from daskgpu import config as daskgpu_config
+from daskgpu.data import array_input, synthetic
+from daskgpu.errors import ParameterError
+from daskgpu.toolkit import chunking
+from daskgpu.toolkit import output as output_files
+from daskgpu.toolkit.numeric import seed_word
+from daskgpu.toolkit.params import (
+    Param,
+    choice,
+    chunks,
+    non_negative_int,
+    optional_path,
+    output_path,
+    positive_int,
+    refuse_with_input,
+)
+from daskgpu.toolkit.registry import Resolved, Workload, pipeline
+from daskgpu.toolkit.timing import timed
+from pipelines.pca import SUMMARY, shared, tasks
+from pipelines.pca import output as pca_output
+from pipelines.pca.check import MUTATIONS, verify
+
+CPU_DEFAULT_SAMPLES = 1_000_000
+DTYPES = ("float64", "float32")
+METHODS = ("exact", "randomized")
+OVERSAMPLE = 10
+# The basis V (features x features) is drawn and factored in the client, and every block's
+# summary is features x features: a tall-and-skinny array has at most this many columns.
+MAX_FEATURES = 4096
+# Every block is a task of each pass and a leaf of the tree that joins them.
+MAX_BLOCKS = 100_000
+# Leading explained variances shown as the run's value (all of them are in its data).
+SHOWN = 5
+
+PARAMS = (
+    Param("samples", positive_int, None, "Rows of the array [default: 1000000 on CPU; on GPUs "
+          "a share of their memory].", "N"),
+    Param("features", positive_int, 256, "Columns of the array [default: 256].", "N"),
+    Param("components", positive_int, 10, "Principal components to report [default: 10].",
+          "K"),
+    Param("method", choice(METHODS), "exact", "Algorithm: exact (tall-skinny QR, then the SVD "
+          "of R) or randomized (subspace iteration) [default: exact].", "exact|randomized",
+          METHODS),
+    Param("power_iters", non_negative_int, 4, "Power iterations of --method randomized "
+          "[default: 4].", "N"),
+    Param("chunks", chunks, "auto", "Rows per block: auto (sized for the device) or N; a "
+          "block holds whole rows.", "auto|N"),
+    Param("dtype", choice(DTYPES), "float64", "Element type of generated data.",
+          "float64|float32", DTYPES),
+    Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
+    Param("input", optional_path, None, "Read the array from this .npy file or Zarr array "
+          "(rows are samples).", "PATH"),
+    Param("output", output_path((".npy", ".csv")), None, "Write the components to this .npy "
+          "(components x features) or .csv file (one row per component).", "PATH"),
+    Param("project", output_path((".zarr", ".npy")), None, "Write the centred data projected "
+          "on the components (samples x components) to this Zarr directory or .npy file.",
+          "PATH"),
+)
+GENERATED_ONLY = ("samples", "seed", "dtype")
+
+
+# --------------------------------------------------------------------------- settle
+
+
+def default_samples(backend, features: int, itemsize: int) -> int:
+    """Rows of the default array: 1,000,000 on CPU; on GPUs a share of their memory."""
+    if backend.is_gpu and backend.device_memory:
+        share = float(daskgpu_config.get("gpu.default-memory-fraction"))
+        return max(2, int(share * backend.device_memory / (features * itemsize)))
+    return CPU_DEFAULT_SAMPLES
+
+
+def settle(backend, values: dict) -> tuple[dict, dict]:
+    """Open and check the input, or size the generated array; refuse what no cluster runs.
+
+    Raises
+    ------
+    ParameterError
+        Contradicting options, too many components or features, a layout too large.
+    InputFileError
+        A missing, non-numeric or not 2-D input.
+    """
+    values = dict(values)
+    inputs: dict = {}
+    if values["input"] is not None:
+        refuse_with_input(PARAMS, values, GENERATED_ONLY)
+        source = array_input.open_matrix(values["input"], "--input", DTYPES[::-1],
+                                         "samples x features")
+        inputs["input"] = source
+        values["samples"], values["features"] = source.shape
+        values["dtype"] = source.dtype.name
+        option = "--input"
+    else:
+        option = "--samples"
+    samples, features = values["samples"], values["features"]
+    if features > MAX_FEATURES:
+        raise ParameterError(f"{'--input' if inputs else '--features'}: {features} features; "
+                             f"at most {MAX_FEATURES} (a tall-and-skinny array)")
+    if values["components"] > features:
+        raise ParameterError(f"--components {values['components']}: more than the {features} "
+                             f"features; give at most {features}")
+    itemsize = np.dtype(values["dtype"]).itemsize
+    if samples is None:
+        values["samples"] = samples = default_samples(backend, features, itemsize)
+    if samples < 2:
+        raise ParameterError(f"{option}: {samples} sample; a variance needs at least 2")
+    given_chunks = values["chunks"]
+    if given_chunks != "auto" and (len(given_chunks) > 2 or (
+            len(given_chunks) == 2 and given_chunks[1] < features)):
+        raise ParameterError(f"--chunks {','.join(map(str, given_chunks))}: give rows per "
+                             f"block (N); a block holds whole rows of all {features} features")
+    block = given_chunks if given_chunks == "auto" else (given_chunks[0], features)
+    chunking.check_blocks(block, (samples, features), itemsize, option)
+    blocks = chunking.block_count(block, (samples, features), itemsize)
+    if blocks > MAX_BLOCKS:
+        raise ParameterError(f"--chunks {given_chunks[0]}: {blocks:.3g} blocks of {samples} rows; "
+                             f"at most {MAX_BLOCKS} (a task each, and each pass joins them): "
+                             "give more rows per block or auto")
+    return values, inputs
+
+
+# --------------------------------------------------------------------------- the data
+
+
+def rows_per_block(resolved: Resolved, itemsize: int) -> int:
+    """Rows of each block: ``--chunks N``, or device-sized blocks (a multiple of the slots)."""
+    samples, features = resolved["samples"], resolved["features"]
+    if resolved["chunks"] != "auto":
+        return min(resolved["chunks"][0], samples)
+    return chunking.auto_chunks((samples, features), itemsize, resolved.backend)[0]
+
+
+def array(resolved: Resolved):
+    """The lazy array of a run, and what describes it (source, seed, blocks)."""
+    backend = resolved.backend
+    samples, features = resolved["samples"], resolved["features"]
+    dtype = np.dtype(resolved["dtype"])
+    rows = rows_per_block(resolved, dtype.itemsize)
+    if resolved["input"] is not None:
+        source = resolved.inputs["input"]
+        x = array_input.to_dask(source, (rows, features), backend)
+        return x, {"source": source.path, "format": source.kind, "input": source}
+    seed = resolved["seed"]
+    z = synthetic.random_array((samples, features), (rows, features), dtype.name,
+                               shared.data_seed(seed), backend, "normal")
+    x = z.map_blocks(tasks.generate_block, dtype=dtype, meta=np.empty((0, 0), dtype),
+                     sigma=shared.spectrum(features),
+                     basis_t=np.ascontiguousarray(shared.basis(seed, features).T),
+                     library=backend.array_library)
+    return x, {"source": f"z diag(sigma) V^T, sigma_j = {shared.DECAY}^j", "seed": seed,
+               "input": None}
+
+
+def check_seed(resolved: Resolved) -> int:
+    """The randomised method's seed: the run's, or for an input one from its shape."""
+    if resolved["seed"] is not None:
+        return int(resolved["seed"])
+    words = np.random.SeedSequence((resolved["samples"], resolved["features"], 3))
+    return seed_word(words)
+
+
+def principal_components(x, resolved: Resolved):
+    """The delayed result of :func:`pipelines.pca.tasks.finish` for the lazy array ``x``."""
+    library = resolved.backend.array_library
+    blocks = list(x.to_delayed().ravel())
+    k, features = resolved["components"], resolved["features"]
+    if resolved["method"] == "exact":
+        slices = None if resolved.backend.is_gpu else tasks.CPU_SLICE_ROWS
+        parts = [dask.delayed(tasks.r_summary, pure=True)(b, library, slices)
+                 for b in blocks]
+        return dask.delayed(tasks.finish, pure=True)(
+            tasks.tree(parts, tasks.combine_r), k)
+    width = min(features, k + OVERSAMPLE)
+    basis = tasks.starting_basis(check_seed(resolved), features, width)
+    for _ in range(resolved["power_iters"]):
+        parts = [dask.delayed(tasks.power_summary, pure=True)(b, basis, library)
+                 for b in blocks]
+        total = tasks.tree(parts, tasks.combine_power, basis=basis)
+        basis = dask.delayed(tasks.next_basis, pure=True)(total)
+    parts = [dask.delayed(tasks.projected_r_summary, pure=True)(b, basis, library)
+             for b in blocks]
+    total = tasks.tree(parts, tasks.combine_r, basis=basis)
+    return dask.delayed(tasks.finish, pure=True)(total, k, basis)
+
+
+# --------------------------------------------------------------------------- value, output
+
+
+def value_of(result: dict) -> dict:
+    """The reported value: components found, the leading explained variances, the total."""
+    return {"components": len(result["explained_variance"]),
+            "explained_variance": np.asarray(result["explained_variance"][:SHOWN]),
+            "explained_variance_ratio": np.asarray(result["explained_variance_ratio"][:SHOWN]),
+            "explained_total": float(np.sum(result["explained_variance_ratio"])),
+            "total_variance": float(result["total_variance"])}
+
+
+def present(workload: Workload, raw: dict) -> dict:
+    """The value; every component's explained variance (and ratio) go to the report's data."""
+    result = raw["result"]
+    workload.description["explained_variance"] = np.asarray(result["explained_variance"])
+    workload.description["explained_variance_ratio"] = np.asarray(
+        result["explained_variance_ratio"])
+    workload.context["components_found"] = np.asarray(result["components"])
+    return value_of(result)
+
+
+# --------------------------------------------------------------------------- baseline
+
+
+def baseline(resolved: Resolved) -> tuple[float, dict]:
+    """Seconds of ``numpy.linalg.svd`` of the whole centred array in one process (CuPy on GPU).
+
+    The array is made whole first, untimed; the timed part centres it and takes its thin SVD,
+    as a one-process PCA does. Its answer is in the form of the run's value.
+    """
+    import importlib
+
+    xp = importlib.import_module(resolved.backend.array_library)
+    x, _ = array(resolved)
+    with dask.config.set(scheduler="sync"):
+        whole = xp.asarray(x.compute())
+
+    def svd():
+        centred = whole - whole.mean(axis=0)
+        return centred, xp.linalg.svd(centred, full_matrices=False)[1]
+
+    seconds, (centred, s) = timed(resolved.backend, svd)
+    s = np.asarray(s.get() if hasattr(s, "get") else s, dtype=np.float64)
+    dof = resolved["samples"] - 1
+    flat = centred.ravel()
+    squares = float(xp.dot(flat, flat))
+    k = resolved["components"]
+    found = np.zeros(k)
+    found[:min(k, s.size)] = s[:k]
+    variance = found**2 / dof
+    return seconds, value_of({"explained_variance": variance,
+                              "explained_variance_ratio": variance / (squares / dof),
+                              "total_variance": squares / dof})
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+@pipeline("pca-pipeline", SUMMARY, PARAMS, verify, settle=settle, baseline=baseline,
+          mutations=MUTATIONS)
+def prepare(resolved: Resolved) -> Workload:
+    """Build the lazy components: block summaries, their tree, the small SVD."""
+    x, about = array(resolved)
+    samples, features = x.shape
+    dtype = np.dtype(x.dtype)
+    result = principal_components(x, resolved)
+    passes = 1 if resolved["method"] == "exact" else resolved["power_iters"] + 1
+    parts, outputs = {"result": result}, []
+    if resolved["project"] is not None:
+        projected = pca_output.projection(x, result, resolved)
+        write, temporary = output_files.store_array(projected, resolved["project"])
+        wide = projected.astype(np.float64)
+        parts.update(written=write, projected_sums=wide.sum(axis=0),
+                     projected_squares=(wide * wide).sum(axis=0))
+        outputs.append((temporary, resolved["project"]))
+        passes += 1
+    described = {"source": about["source"]}
+    if about["input"] is not None:
+        described["format"] = about["format"]
+    else:
+        described["seed"] = about["seed"]
+    return Workload(
+        collection=parts,
+        bytes_are="read" if about["input"] is not None else "generated",
+        elements=samples * features,
+        nbytes=samples * features * dtype.itemsize,
+        description={
+            **described,
+            "shape": [samples, features],
+            "chunks": [x.chunks[0][0], features],
+            "blocks": x.numblocks[0],
+            "dtype": dtype.name,
+            "method": resolved["method"],
+            "passes": passes,
+            "centred": "yes: column means subtracted (sample covariance, samples - 1)",
+        },
+        context={"shape": (samples, features), "dtype": dtype.name, "row_chunks": x.chunks[0],
+                 "project": resolved["project"],
+                 "seed": resolved["seed"], "input": about["input"],
+                 "method": resolved["method"], "components": resolved["components"],
+                 "library": resolved.backend.array_library, "output": resolved["output"]},
+        outputs=outputs,
+        present=present,
+        save=pca_output.save if resolved["output"] is not None else None,
+    )

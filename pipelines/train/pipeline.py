@@ -1,0 +1,308 @@
+"""train-pipeline: softmax regression trained data-parallel, full-batch gradient descent.
+
+A linear layer ``features -> classes`` with softmax and cross-entropy (784 -> 10, MNIST's
+shape, by default), trained the way multi-GPU frameworks do it, with Dask: the data are
+generated on the workers from the run's seed, as shards that stay where they were made; each
+step broadcasts the weights (tiny) to the workers, computes every shard's gradient where it
+lives (one matrix product each way: CuPy on GPU workers, NumPy on CPU ones), sums the
+gradients with a tree reduction and applies the step once, in the driver
+(:mod:`daskgpu.toolkit.data_parallel`).
+
+The data come from a teacher: softmax regression with random weights, whose labels are drawn
+from its own class probabilities (the Gumbel-max trick), so the best accuracy any model can
+reach is known; or from a feature array (``--input``) and its labels (``--labels``), whose
+held-out rows are a seeded share of its rows (:mod:`pipelines.train.inputs`). With
+``--batch-size`` each step reads a seeded mini-batch of the rows instead of all of them.
+Shards are made in the build (``build_s``); the training steps are the compute
+(``compute_s``). :mod:`pipelines.train.check` verifies every step's loss and
+accuracy and a seeded sample of the steps themselves, on data it draws again its own way.
+"""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+
+from daskgpu.errors import ParameterError
+from daskgpu.toolkit import data_parallel
+from daskgpu.toolkit.numeric import shard_sizes
+from daskgpu.toolkit.params import (
+    Param,
+    choice,
+    chunks,
+    finite_float,
+    non_negative_int,
+    optional_path,
+    positive_int,
+)
+from daskgpu.toolkit.registry import Resolved, Workload, pipeline
+from daskgpu.toolkit.timing import timed
+from pipelines.train import SUMMARY
+from pipelines.train.check import MUTATIONS, verify
+from pipelines.train.inputs import (
+    file_ranges,
+    held_out,
+    held_out_part,
+    make_input_shard,
+    open_inputs,
+    reader_of,
+)
+from pipelines.train.present import present, value_of
+from pipelines.train.shared import (
+    TEST,
+    TRAIN,
+    batch_rows,
+    held_out_rows,
+    held_out_shards,
+    input_held_out,
+)
+from pipelines.train.tasks import make_shard, shard_pass, teacher_weights, train
+
+CPU_DEFAULT_SAMPLES = 1_000_000
+GPU_DEFAULT_SAMPLES = 20_000_000
+# Each step runs one task per shard: more than this many would make a step all scheduling.
+# The weights go to every worker each step, and come back summed: keep them small.
+MAX_WEIGHTS = 2**24
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def class_count(value) -> int:
+    """Two or more classes."""
+    number = positive_int(value)
+    if number < 2:
+        raise ValueError("must be 2 or more (one class leaves nothing to learn)")
+    return number
+
+
+def learning_rate(value) -> float:
+    """A finite step size above 0."""
+    number = finite_float(value)
+    if number <= 0:
+        raise ValueError("must be a positive number")
+    return number
+
+
+PARAMS = (
+    Param("samples", positive_int, None, "Training rows [default: 1000000 on CPU, 20000000 "
+          "on GPUs].", "N"),
+    Param("features", positive_int, None, "Features per row [default: 784].", "N"),
+    Param("classes", class_count, 10, "Classes (softmax outputs) [default: 10].", "N"),
+    Param("steps", positive_int, 20, "Gradient steps [default: 20].", "N"),
+    Param("batch_size", positive_int, None, "Rows of each step's seeded mini-batch "
+          "[default: all rows, full-batch steps].", "N"),
+    Param("learning_rate", learning_rate, 0.5, "Step size of gradient descent "
+          "[default: 0.5].", "FLOAT"),
+    Param("chunks", chunks, "auto", "Rows per shard: auto (one shard per CPU thread or per "
+          "GPU), or N.", "auto|N"),
+    Param("dtype", choice(("float32", "float64")), "float32", "Element type of the features "
+          "and the weights.", "float32|float64", ("float32", "float64")),
+    Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
+    Param("input", optional_path, None, "Train on this samples x features .npy file or Zarr "
+          "array (with --labels); a seeded tenth of its rows is held out.", "PATH"),
+    Param("labels", optional_path, None, "Class labels (integers 0..classes-1, one per row "
+          "of --input) in a .npy file or Zarr array.", "PATH"),
+)
+DEFAULT_FEATURES = 784
+
+
+def settle(backend, values: dict) -> tuple[dict, dict]:
+    """Size the data for the backend and refuse layouts no cluster can train.
+
+    Raises
+    ------
+    ParameterError
+        Features split across shards, too many shards, a shard or a model too large, a
+        mini-batch over the training rows; inconsistent input options.
+    InputFileError
+        An input that cannot be trained on (see :func:`pipelines.train.inputs.open_inputs`).
+    """
+    values = dict(values)
+    inputs: dict = {}
+    if values["input"] is not None or values["labels"] is not None:
+        inputs = open_inputs(values, _default("dtype"), PARAMS)
+    else:
+        if values["samples"] is None:
+            values["samples"] = GPU_DEFAULT_SAMPLES if backend.is_gpu else CPU_DEFAULT_SAMPLES
+        if values["features"] is None:
+            values["features"] = DEFAULT_FEATURES
+    samples, features, _rows = shape_of(values, inputs)
+    if values["batch_size"] is not None and values["batch_size"] > samples:
+        raise ParameterError(f"--batch-size {values['batch_size']}: over the {samples} training "
+                             f"rows; give at most {samples} (or leave it out: full batches)")
+    weights = (features + 1) * values["classes"]
+    if weights > MAX_WEIGHTS:
+        raise ParameterError(
+            f"--features {features} x --classes {values['classes']}: {weights:.3g} weights; at "
+            f"most {MAX_WEIGHTS:.3g} (the weights go to every worker at each step)")
+    data_parallel.checked_rows_per_shard(values["chunks"], samples, features, values["dtype"],
+                                         backend, rows="rows", each="step")
+    return values, inputs
+
+
+def shape_of(values, inputs) -> tuple[int, int, int | None]:
+    """Training rows, features, and the input's rows (``None`` for generated data)."""
+    if inputs:
+        rows, features = inputs["input"].shape
+        return rows - input_held_out(rows), features, rows
+    return values["samples"], values["features"], None
+
+
+def _default(name: str):
+    return next(p.default for p in PARAMS if p.name == name)
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+
+def baseline(resolved: Resolved) -> tuple[float, dict]:
+    """Seconds and answer of the same training in one process, on the same shards.
+
+    The shards are made as the run makes them (untimed, as the run makes them in its build),
+    then the steps are timed: every shard's gradient in turn with NumPy (CuPy on a GPU worker),
+    on the same mini-batches, summed in the run's pairwise order, the step applied.
+    """
+    layout = _layout(resolved)
+    library, dtype = resolved.backend.array_library, resolved["dtype"]
+    make, arguments = _train_calls(resolved, layout)
+    training = [make(*args) for args in arguments]
+    testing = ([held_out_part(s) for s in training] if layout["rows"] is not None
+               else [make_shard(*args) for args in _test_arguments(resolved, layout)])
+    samples, steps, rate = layout["samples"], resolved["steps"], resolved["learning_rate"]
+    batch = resolved["batch_size"]
+
+    def passes(w, group, gradient, drawn=None):
+        parts = [shard_pass(s, w, gradient, library, drawn) for s in group]
+        while len(parts) > 1:
+            parts = [data_parallel.add_pairs(parts[i], parts[i + 1])
+                     for i in range(0, len(parts) - 1, 2)] + parts[len(parts) - len(parts) % 2:]
+        return parts[0][0]
+
+    def training_run() -> dict:
+        w = np.zeros((layout["features"] + 1, resolved["classes"]), dtype=dtype)
+        losses = []
+        for t in range(steps):
+            drawn = None if batch is None else (resolved["seed"], t, batch, samples)
+            gradient, loss, _hits, _rows = passes(w, training, True, drawn)
+            w = (w - rate * (gradient / samples)).astype(dtype)
+            losses.append(loss / samples)
+        _, loss, _hits, _rows = passes(w, training, False)
+        _, test_loss, _hits, _rows = passes(w, testing, False)
+        return {"losses": [*losses, loss / samples], "test_loss": test_loss}
+
+    seconds, answer = timed(resolved.backend, training_run)
+    return seconds, value_of(answer, samples, sum(layout["test"]))
+
+
+@pipeline("train-pipeline", SUMMARY, PARAMS, verify, settle=settle, baseline=baseline,
+          mutations=MUTATIONS)
+def prepare(resolved: Resolved) -> Workload:
+    """Make the shards on the workers (kept there), and build the task that trains on them."""
+    client = data_parallel.run_client("train-pipeline")
+    layout = _layout(resolved)
+    make, arguments = _train_calls(resolved, layout)
+    if layout["rows"] is None:  # generated: test shards drawn after the training ones
+        futures = data_parallel.place(client, make, arguments
+                                      + _test_arguments(resolved, layout))
+    else:  # read: each shard keeps its range's held-out rows apart
+        futures = data_parallel.place(client, make, arguments)
+        futures += [client.submit(held_out_part, f, pure=False) for f in futures]
+    data_parallel.wait_kept(client, futures)
+    shards = data_parallel.ShardKeys.holding(futures)
+    samples, features, steps = layout["samples"], layout["features"], resolved["steps"]
+    batch = resolved["batch_size"]
+    dtype = np.dtype(resolved["dtype"])
+    training = (len(layout["train"]), samples, features, resolved["classes"], steps,
+                resolved["learning_rate"], dtype.name, resolved.backend.array_library,
+                resolved["seed"], batch)
+    # One task drives the steps from a worker (the runner computes one collection); see drive.
+    collection = dask.delayed(data_parallel.drive_on_cluster, pure=False)(train, shards,
+                                                                         *training)
+    # Every step reads its rows once (all, or its mini-batch); one more pass after the last.
+    per_step = samples if batch is None else sum(batch_rows(batch, n, samples)
+                                                 for n in layout["train"])
+    elements = (per_step * steps + samples) * features
+    source = (f"teacher softmax regression, seed {resolved['seed']}" if layout["rows"] is None
+              else f"{resolved['input']} (labels {resolved['labels']}), held-out rows "
+                   f"seed {resolved['seed']}")
+    return Workload(
+        collection=collection,
+        drive=drive,
+        bytes_are="read",
+        elements=elements,
+        nbytes=elements * dtype.itemsize,
+        description={
+            "source": source,
+            "shape": [samples, features],
+            "classes": resolved["classes"],
+            "test rows": sum(layout["test"]),
+            "shards": f"{len(layout['train'])} of up to {layout['train'][0]} rows "
+                      f"(+ {len(layout['test'])} test)",
+            "steps": "full batch" if batch is None else f"mini-batches of {per_step} rows",
+            "dtype": dtype.name,
+        },
+        context={"shards": shards, "training": training, "seed": resolved["seed"],
+                 "samples": samples, "features": features, "classes": resolved["classes"],
+                 "steps": steps, "learning_rate": resolved["learning_rate"],
+                 "batch": batch, "dtype": dtype.name,
+                 "library": resolved.backend.array_library,
+                 "train_sizes": layout["train"], "test_sizes": layout["test"],
+                 "input": _input_context(resolved, layout)},
+        present=present,
+    )
+
+
+def drive(workload: Workload, client) -> dict:
+    """The training driven from ``client`` (the run's own) on the workload's shards.
+
+    The same result as computing ``workload.collection``, without a task that drives the
+    steps from a worker: for a runner that times an iterative computation driven from the
+    client as the compute.
+    """
+    return train(client, workload.context["shards"].futures, *workload.context["training"])
+
+
+def _layout(resolved: Resolved) -> dict:
+    samples, features, rows = shape_of(resolved.values, resolved.inputs)
+    per_shard = data_parallel.rows_per_shard(resolved["chunks"], samples, resolved.backend)
+    train_sizes = shard_sizes(samples, per_shard)
+    layout = {"samples": samples, "features": features, "rows": rows, "train": train_sizes}
+    if rows is None:
+        layout["test"] = held_out_shards(held_out_rows(samples), len(train_sizes))
+    else:
+        layout["ranges"] = file_ranges(rows, held_out(resolved["seed"], rows), train_sizes)
+        layout["test"] = tuple(len(test) for _, _, test in layout["ranges"])
+    return layout
+
+
+def _train_calls(resolved: Resolved, layout: dict) -> tuple:
+    """The function making a training shard, and its arguments for each shard."""
+    library, dtype = resolved.backend.array_library, resolved["dtype"]
+    if layout["rows"] is not None:
+        x, y = (reader_of(resolved.inputs[name]) for name in ("input", "labels"))
+        return make_input_shard, [(x, y, a, b, test, i, dtype, library)
+                                  for i, (a, b, test) in enumerate(layout["ranges"])]
+    return make_shard, [(resolved["seed"], TRAIN, i, rows, *_common(resolved))
+                        for i, rows in enumerate(layout["train"])]
+
+
+def _test_arguments(resolved: Resolved, layout: dict) -> list[tuple]:
+    return [(resolved["seed"], TEST, i, rows, *_common(resolved))
+            for i, rows in enumerate(layout["test"])]
+
+
+def _common(resolved: Resolved) -> tuple:
+    teacher = teacher_weights(resolved["seed"], resolved["features"], resolved["classes"])
+    return (resolved["features"], resolved["classes"], resolved["dtype"],
+            resolved.backend.array_library, teacher)
+
+
+def _input_context(resolved: Resolved, layout: dict) -> dict | None:
+    """Where the check reads an input: paths, kinds, rows (``None`` for generated data)."""
+    if layout["rows"] is None:
+        return None
+    x, y = resolved.inputs["input"], resolved.inputs["labels"]
+    return {"features": x.path, "features_kind": x.kind, "labels": y.path,
+            "labels_kind": y.kind, "rows": layout["rows"]}

@@ -1,0 +1,62 @@
+"""What a train-pipeline run reports: its value, and loss and accuracy per step in its data."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskgpu.toolkit.registry import Workload
+
+
+def present(workload: Workload, raw: dict) -> dict:
+    """The run's value (its losses); accuracies and step times go to the report's data.
+
+    Accuracies count rows, and a row within rounding of a tie between two classes may go
+    either way in another correct computation (the bench's baseline): they are checked by
+    ``verify``, which allows for such rows, not compared as the value. A mini-batch step's
+    accuracy is that of its batch. The shards are let go: trained, and ``verify`` reads its
+    own data.
+    """
+    ctx = workload.context
+    ctx["shards"].release()
+    samples, tested = ctx["samples"], sum(ctx["test_sizes"])
+    accuracies = np.asarray(raw["right"]) / np.maximum(np.asarray(raw["rows"]), 1)
+    test = int(raw["test_right"]) / tested
+    wall = float(np.median(raw["step_s"]))
+    computing = float(np.median(raw["step_compute_s"]))
+    communicating = max(0.0, wall - computing)
+    workload.description.update({
+        "loss per step": sparkline(raw["losses"]),
+        "accuracy per step": sparkline(accuracies),
+        "step time": f"{wall:.4g} s median of {len(raw['step_s'])}: {computing:.4g} s "
+                     f"computing, {communicating:.4g} s communicating",
+        "samples/s": round(int(raw["rows"][0]) / wall),
+        "train_accuracy": float(accuracies[-1]),
+        "test_accuracy": test,
+        "accuracies": accuracies,  # an array: the table shows it whole, JSON as a list
+        "step_s": wall,
+        "step_compute_s": computing,
+        "step_communication_s": communicating,
+    })
+    if ctx["input"] is None:  # only a teacher knows the best accuracy
+        workload.description["best_accuracy"] = float(raw["test_best"]) / tested
+    return value_of(raw, samples, tested)
+
+
+def value_of(raw: dict, samples: int, tested: int) -> dict:
+    """The run's value: the final loss, the test loss, the loss at every step."""
+    losses = [float(v) for v in raw["losses"]]
+    return {"loss": losses[-1], "test_loss": float(raw["test_loss"]) / tested,
+            "losses": losses}
+
+
+def sparkline(values) -> str:
+    """A one-line picture of ``values``, with the first and last.
+
+    >>> sparkline([2.0, 1.0, 0.5])
+    '█▃▁ 2 to 0.5'
+    """
+    bars = "▁▂▃▄▅▆▇█"
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    line = "".join(bars[round((v - low) / span * (len(bars) - 1))] for v in values)
+    return f"{line} {values[0]:.4g} to {values[-1]:.4g}"

@@ -1,0 +1,68 @@
+"""What train-pipeline and its check (:mod:`pipelines.train.check`) both use.
+
+The documented data scheme, as constants: a teacher (softmax regression with random weights)
+labels standard normal features, a Gumbel draw per class making its labels noisy, so that
+the best accuracy any model can reach is known. Per-block seeds follow daskgpu's scheme,
+``SeedSequence(seed, spawn_key=(part, shard))``: ``part`` is :data:`TRAIN` or :data:`TEST`;
+the teacher's weights come from ``spawn_key=(TEACHER,)``. And the shard geometry. Nothing
+here draws, trains or checks.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: ``spawn_key`` parts of the per-shard seeds: training rows, held-out test rows, the teacher.
+TRAIN, TEST, TEACHER = 0, 1, 2
+#: Standard deviation of the teacher's logits (weights ``N(0, (SHARPNESS / sqrt(d + 1))^2)``,
+#: bias included as a last row); with 10 classes its best accuracy is about 0.8.
+TEACHER_SHARPNESS = 4.0
+#: Held-out test rows: this share of the training rows, within [TEST_MIN, TEST_MAX].
+TEST_SHARE = 0.1
+TEST_MIN = 1_000
+TEST_MAX = 200_000
+
+
+def held_out_rows(samples: int) -> int:
+    """Held-out test rows for ``samples`` training rows.
+
+    >>> held_out_rows(20_000), held_out_rows(10**9)
+    (2000, 200000)
+    """
+    return min(TEST_MAX, max(TEST_MIN, math.ceil(TEST_SHARE * samples)))
+
+
+def held_out_shards(rows: int, shards: int) -> tuple[int, ...]:
+    """Test rows split into at most ``shards`` near-equal shards.
+
+    >>> held_out_shards(10, 3)
+    (4, 3, 3)
+    """
+    shards = max(1, min(shards, rows))
+    base, extra = divmod(rows, shards)
+    return tuple(base + (i < extra) for i in range(shards))
+
+
+#: ``spawn_key`` parts of the mini-batch draws (``(BATCH, step, shard)``) and of the held-out
+#: rows of an input (``(HELD_OUT,)``).
+BATCH, HELD_OUT = 3, 4
+
+
+def input_held_out(rows: int) -> int:
+    """Held-out test rows of an input of ``rows`` rows (at least 2): a tenth, at least 1.
+
+    >>> input_held_out(2), input_held_out(3000), input_held_out(10**9)
+    (1, 300, 200000)
+    """
+    return min(TEST_MAX, rows - 1, max(1, math.ceil(TEST_SHARE * rows)))
+
+
+def batch_rows(batch: int, rows: int, samples: int) -> int:
+    """Rows a shard of ``rows`` draws for a mini-batch of ``batch`` of ``samples`` rows.
+
+    Its share of the batch, rounded half up, at least one and at most all its rows.
+
+    >>> batch_rows(100, 700, 3000), batch_rows(100, 10, 3000), batch_rows(10**6, 5, 6)
+    (23, 1, 5)
+    """
+    return min(rows, max(1, math.floor(batch * rows / samples + 0.5)))

@@ -1,0 +1,213 @@
+"""train-pipeline's work on the cluster: shards, a shard's pass, the loop driving the steps.
+
+The shards are drawn on the workers; the loop runs in a client (see
+:mod:`pipelines.train.pipeline`).
+
+The data follow the scheme of :mod:`pipelines.train.shared`: standard normal features; each
+row's label the argmax of the teacher's logits plus a standard Gumbel draw per class, which is
+a draw from the teacher's softmax. Per-shard generators: ``numpy.random.default_rng`` of the
+shard's ``SeedSequence`` on CPU workers; on GPU workers ``cupy.random.default_rng`` seeded
+with that sequence's first 64-bit word.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+
+import numpy as np
+
+from daskgpu.toolkit import backends, data_parallel
+from daskgpu.toolkit.numeric import generator
+from pipelines.train.shared import BATCH, TEACHER, TEACHER_SHARPNESS, batch_rows
+
+# Rows of a shard turned into teacher logits at once (float64 temporaries of this many rows).
+LABEL_SLAB = 65_536
+# Bytes of features in one block of a CPU shard's pass: a block stays in the core's cache
+# between its two products (measured: 256 to 2048 rows of 784 float32 alike).
+BLOCK_BYTES = 2 << 20
+MIN_BLOCK_ROWS = 64  # for very wide rows: fewer rows make the products inefficient
+
+
+def teacher_weights(seed: int, features: int, classes: int) -> np.ndarray:
+    """The teacher's ``(features + 1, classes)`` float64 weights, the bias as the last row."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(TEACHER,)))
+    scale = TEACHER_SHARPNESS / math.sqrt(features + 1)
+    return rng.standard_normal((features + 1, classes)) * scale
+
+
+def _shard_rng(library: str, seed: int, part: int, index: int):
+    return generator(library, np.random.SeedSequence(seed, spawn_key=(part, index)))
+
+
+def make_shard(seed: int, part: int, index: int, rows: int, features: int, classes: int,
+               dtype: str, library: str, teacher: np.ndarray) -> dict:
+    """One shard of rows, drawn where it will stay: features, labels, the teacher's certainty.
+
+    Features are standard normal; each row's label is the argmax of the teacher's logits plus
+    a standard Gumbel draw per class (``-log(-log(u))``), a draw from the teacher's softmax.
+    ``best`` is the sum over the rows of the teacher's largest class probability: the
+    expected number of rows the best possible model labels right.
+    """
+    xp = importlib.import_module(library)
+    rng = _shard_rng(library, seed, part, index)
+    x = rng.standard_normal((rows, features), dtype=dtype)
+    u = rng.random((rows, classes), dtype=np.float64)
+    teacher = xp.asarray(teacher)
+    y = xp.empty(rows, dtype=np.int32)
+    best = 0.0
+    for start in range(0, rows, LABEL_SLAB):
+        stop = min(rows, start + LABEL_SLAB)
+        logits = x[start:stop].astype(np.float64) @ teacher[:-1] + teacher[-1]
+        y[start:stop] = xp.argmax(logits - xp.log(-xp.log(u[start:stop])), axis=1)
+        logits -= logits.max(axis=1, keepdims=True)
+        probabilities = xp.exp(logits)
+        best += float((1.0 / probabilities.sum(axis=1)).sum())  # the largest is exp(0)
+    return {"x": x, "y": y, "best": best, "index": index}
+
+
+def batch_draw(seed: int, step: int, index: int, rows: int, batch: int, samples: int
+               ) -> np.ndarray:
+    """Sorted rows of shard ``index`` (of ``rows``) in step ``step``'s mini-batch.
+
+    ``batch_rows`` of them, drawn without replacement by ``Generator.choice`` of
+    ``SeedSequence(seed, spawn_key=(BATCH, step, index))``.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(BATCH, step, index)))
+    return np.sort(rng.choice(rows, size=batch_rows(batch, rows, samples), replace=False))
+
+
+def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
+               batch: tuple | None = None) -> tuple:
+    """One shard's loss sum, right answers and (if asked) gradient sum at ``weights``.
+
+    With ``batch`` ``(seed, step, batch size, samples)`` only the shard's rows of that step's
+    mini-batch (:func:`batch_draw`) are read, and the gradient and loss sums are scaled by
+    the shard's rows over its batch rows, so that their total over the shards is an unbiased
+    estimate of the full sums.
+
+    Returns
+    -------
+    ((gradient, loss, right, rows), seconds)
+        The summed cross-entropy gradient over the rows read as float64 host memory (0.0
+        when not asked), the float64 sum of their losses, the count of them whose most
+        likely class is their label, how many were read, and the seconds it took (device
+        work included).
+    """
+    began = time.perf_counter()
+    xp = importlib.import_module(library)
+    x, y = shard["x"], shard["y"]
+    scale = 1.0
+    if batch is not None:
+        seed, step, size, samples = batch
+        chosen = batch_draw(seed, step, shard["index"], y.shape[0], size, samples)
+        scale = y.shape[0] / len(chosen)
+        chosen = xp.asarray(chosen)
+        x, y = x[chosen], y[chosen]
+    if library == "numpy":  # a block small enough for the core's cache
+        block = max(MIN_BLOCK_ROWS, BLOCK_BYTES // max(1, x.shape[1] * x.dtype.itemsize))
+    else:  # on a GPU, two products over the whole shard
+        block = max(1, y.shape[0])
+    total, loss, right = _pass_in_blocks(xp, x, y, xp.asarray(weights), gradient, block)
+    if gradient:
+        total *= scale
+    return (total, loss * scale, right, int(y.shape[0])), time.perf_counter() - began
+
+
+def _pass_in_blocks(xp, x, y, w, gradient: bool, block: int) -> tuple:
+    """Loss sum, right answers and (if asked) float64 gradient of rows ``block`` at a time.
+
+    On CPU a block small enough for the core's cache is read from memory once for both
+    products (logits, then the gradient), where whole-shard products read every row twice;
+    on two cores sharing memory that was 20 % of a step. The gradient is summed in float64.
+    """
+    features, classes = w.shape[0] - 1, w.shape[1]
+    weights, bias = w[:-1], w[-1]
+    transposed = xp.zeros((classes, features), dtype=np.float64)  # the gradient, transposed
+    bias_gradient = xp.zeros(classes, dtype=np.float64)
+    loss, right = 0.0, 0
+    offsets = xp.arange(min(block, y.shape[0]))
+    for start in range(0, y.shape[0], block):
+        xb, yb = x[start:start + block], y[start:start + block]
+        rows = offsets[:yb.shape[0]]
+        logits = xb @ weights
+        logits += bias
+        right += int((xp.argmax(logits, axis=1) == yb).sum())
+        logits -= logits.max(axis=1, keepdims=True)
+        exp = xp.exp(logits)
+        sums = exp.sum(axis=1)
+        loss += float((xp.log(sums) - logits[rows, yb]).sum(dtype=np.float64))
+        if gradient:
+            exp /= sums[:, None]  # the class probabilities
+            exp[rows, yb] -= 1  # minus the one-hot labels: d loss / d logits
+            transposed += exp.T @ xb  # (classes, rows) @ (rows, features): BLAS's faster side
+            bias_gradient += exp.sum(axis=0, dtype=np.float64)
+    if not gradient:
+        return 0.0, loss, right
+    total = np.empty(w.shape, dtype=np.float64)
+    total[:-1] = backends.to_host(transposed).T
+    total[-1] = backends.to_host(bias_gradient)
+    return total, loss, right
+
+
+def shard_best(shard: dict) -> float:
+    """The shard's ``best``: the expected right answers of the best possible model."""
+    return shard["best"]
+
+
+# --------------------------------------------------------------------------- the training
+
+
+def train(client, shards, train_shards: int, samples: int, features: int, classes: int,
+          steps: int, rate: float, dtype: str, library: str, seed: int = 0,
+          batch: int | None = None) -> dict:
+    """Gradient descent from zero weights on persisted ``shards``, driven here.
+
+    ``shards[:train_shards]`` hold the training rows, the rest the held-out test rows.
+    Every step: the weights broadcast, one :func:`shard_pass` per shard (on all its rows, or
+    on its rows of the step's mini-batch of ``batch`` rows), the gradients summed by a tree
+    reduction, ``w -= rate * gradient / samples`` applied here. After the last step one more
+    pass gives the final weights' loss and accuracy on all rows, and one over the test shards.
+
+    Returns
+    -------
+    dict
+        ``weights`` (steps + 1, features + 1, classes), the weights before each step and the
+        final ones; ``losses`` and ``right`` at each of them (a mini-batch step's loss is
+        its estimate of the full loss), ``rows`` their rows; ``test_loss``, ``test_right``,
+        ``test_best``; the times of each step (``step_s``, ``step_compute_s``).
+    """
+    training, testing = shards[:train_shards], shards[train_shards:]
+    w = np.zeros((features + 1, classes), dtype=dtype)
+    trajectory, losses, right, rows, wall, computed = [w], [], [], [], [], []
+    current = data_parallel.broadcast(client, w)
+    for t in range(steps):
+        drawn = None if batch is None else (seed, t, batch, samples)
+        (gradient, loss, hits, read), spent = data_parallel.step(
+            client, training, shard_pass, data_parallel.add_pairs, current, True, library,
+            drawn)
+        began = time.perf_counter()
+        w = (w - rate * (gradient / samples)).astype(dtype)
+        current.release()
+        current = data_parallel.broadcast(client, w)
+        wall.append(spent.wall_s + time.perf_counter() - began)
+        computed.append(spent.compute_s)
+        trajectory.append(w)
+        losses.append(loss / samples)
+        right.append(hits)
+        rows.append(read)
+    (_, loss, hits, read), _ = data_parallel.step(
+        client, training, shard_pass, data_parallel.add_pairs, current, False, library)
+    losses.append(loss / samples)
+    right.append(hits)
+    rows.append(read)
+    (_, test_loss, test_hits, _), _ = data_parallel.step(
+        client, testing, shard_pass, data_parallel.add_pairs, current, False, library)
+    best = sum(client.gather([client.submit(shard_best, s, pure=False) for s in testing]))
+    current.release()
+    return {"weights": np.stack(trajectory), "losses": np.array(losses),
+            "right": np.array(right, dtype=np.int64),
+            "rows": np.array(rows, dtype=np.int64), "test_loss": float(test_loss),
+            "test_right": int(test_hits), "test_best": float(best),
+            "step_s": wall, "step_compute_s": computed}

@@ -1,0 +1,232 @@
+"""trips-pipeline: taxi-trip ETL, one fused kernel pass per partition, summed in a tree.
+
+Each partition (synthetic, a Parquet row group, or a CSV file) is read once, in its task, and
+only the 7 columns the ETL needs; ``daskgpu.kernels.trips.trip_sums`` computes the distance,
+applies the filter and sums trips, fares and distances by pickup hour and passengers into a small
+dense table (on the GPU for GPU workers, which copy just that table to the host), and the tables
+are added in a tree of tasks. The client builds no frame: its graph holds partition descriptions
+and functions only.
+
+This module holds the parameters, ``settle``, the one-process baseline (a pandas or cuDF ETL on
+the concatenated trips), the reported value and ``prepare``, which assembles the workload; the
+reader, the tasks and their tree are in :mod:`pipelines.trips.tasks`, the trips' columns and
+synthetic partitions in :mod:`pipelines.trips.shared`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from daskgpu.errors import ParameterError
+from daskgpu.kernels.haversine import haversine_km, haversine_numpy
+from daskgpu.toolkit import backends
+from daskgpu.toolkit import output as output_files
+from daskgpu.toolkit.params import (
+    Param,
+    non_negative_int,
+    optional_path,
+    output_path,
+    positive_int,
+    refuse_with_input,
+)
+from daskgpu.toolkit.registry import Resolved, Workload, pipeline
+from daskgpu.toolkit.timing import timed
+from pipelines.trips import SUMMARY
+from pipelines.trips.check import MUTATIONS, verify
+from pipelines.trips.shared import COLUMNS, partition_specs, synthetic_partition
+from pipelines.trips.tasks import GROUP, partial_sums, tree
+
+CPU_DEFAULT_ROWS = 20_000_000
+GPU_DEFAULT_ROWS = 200_000_000
+ROWS_PER_PARTITION = 2_000_000
+# Options that shape generated trips: refused with an --input, where they would do nothing.
+GENERATED = ("rows", "seed", "partitions")
+# More synthetic rows than this would make more partitions than a graph can hold.
+MAX_ROWS = ROWS_PER_PARTITION * 100_000
+
+
+def _rows(value) -> int:
+    number = positive_int(value)
+    if number > MAX_ROWS:
+        raise ValueError(f"at most {MAX_ROWS:.0e} rows")
+    return number
+
+
+PARAMS = (
+    Param("rows", _rows, None, "Rows of synthetic trips [default: 20 million on CPU, "
+          "200 million on GPUs].", "N"),
+    Param("seed", non_negative_int, None, "Seed of the synthetic trips [default: fresh, "
+          "reported].", "INT"),
+    Param("partitions", positive_int, None, "Partitions of the synthetic trips [default: a "
+          f"multiple of the worker threads, at most {ROWS_PER_PARTITION:.0e} rows each].", "N"),
+    Param("input", optional_path, None, "Trips from Parquet or CSV (file, directory or glob) "
+          "instead of synthetic ones.", "PATH"),
+    Param("output", output_path((".parquet", ".csv")), None, "Write the result table to this "
+          ".parquet or .csv file.", "PATH"),
+)
+
+
+def _with_distance(part):
+    """Add ``distance_km`` with daskgpu's haversine kernel (the baseline's ETL, on a frame)."""
+    distance = haversine_km(part["pickup_lat"], part["pickup_lon"], part["dropoff_lat"],
+                            part["dropoff_lon"])
+    part = part.copy()
+    part["distance_km"] = distance
+    return part
+
+
+def _aggregate(frame):
+    """Drop non-positive distance or fare, group by pickup hour and passengers, sum and count."""
+    kept = frame[(frame["distance_km"] > 0) & (frame["fare"] > 0)]
+    kept = kept.assign(hour=kept["pickup_time"].dt.hour)
+    return kept.groupby(GROUP).agg(
+        trips=("fare", "count"), fare_sum=("fare", "sum"), distance_sum=("distance_km", "sum")
+    )
+
+
+def finish(table: pd.DataFrame) -> pd.DataFrame:
+    """Means and fare per km from the summed table, sorted by hour and passengers."""
+    table = table.sort_index().reset_index()
+    table["fare_mean"] = table["fare_sum"] / table["trips"]
+    table["distance_mean_km"] = table["distance_sum"] / table["trips"]
+    table["fare_per_km"] = table["fare_sum"] / table["distance_sum"]
+    table["trips"] = table["trips"].astype(np.int64)
+    return table[GROUP + ["trips", "fare_mean", "distance_mean_km", "fare_per_km"]]
+
+
+def default_partitions(rows: int, backend) -> int:
+    """A multiple of the worker threads, at most ``ROWS_PER_PARTITION`` rows each."""
+    slots = max(1, backend.threads)
+    partitions = max(slots, math.ceil(rows / ROWS_PER_PARTITION))
+    return min(rows, math.ceil(partitions / slots) * slots)
+
+
+def settle(backend, values: dict) -> tuple[dict, dict]:
+    """Open and check the input once, or choose the synthetic rows and partitions.
+
+    With an ``input``, the options of generated trips (``GENERATED``) are refused.
+    """
+    values = dict(values)
+    if values["input"] is not None:
+        refuse_with_input(PARAMS, values, GENERATED, "trips")
+        # Imported here: it loads dask.array, which a worker running the ETL never needs.
+        from daskgpu.data import table_input
+
+        return values, {"input": table_input.open_table(values["input"], COLUMNS)}
+    if values["rows"] is None:
+        values["rows"] = GPU_DEFAULT_ROWS if backend.is_gpu else CPU_DEFAULT_ROWS
+    if values["partitions"] is None:
+        values["partitions"] = default_partitions(values["rows"], backend)
+    elif values["partitions"] > values["rows"]:
+        raise ParameterError(f"--partitions {values['partitions']}: more than the "
+                             f"{values['rows']} rows; use at most --rows")
+    return values, {}
+
+
+def _partitions(resolved: Resolved) -> tuple[list[tuple], dict]:
+    """What each task reads, and the data's description: synthetic specs, row groups, files."""
+    if resolved["input"] is not None:
+        source = resolved.inputs["input"]
+        if source.kind == "parquet":
+            parts = [("parquet", file, group)
+                     for file, groups in zip(source.files, source.row_groups, strict=True)
+                     for group in range(groups)]
+        else:
+            parts = [("csv", file) for file in source.files]
+        return parts, {"source": resolved["input"], "format": source.kind, "rows": source.rows}
+    rows, seed = resolved["rows"], resolved["seed"]
+    parts = [("synthetic", spec) for spec in partition_specs(rows, seed, resolved["partitions"])]
+    return parts, {"source": "synthetic", "seed": seed, "rows": rows}
+
+
+def _read_pandas(source) -> pd.DataFrame:
+    if source.kind == "parquet":
+        return pd.concat([pd.read_parquet(f, columns=list(COLUMNS)) for f in source.files],
+                         ignore_index=True)
+    return pd.concat([pd.read_csv(f, usecols=list(COLUMNS), parse_dates=["pickup_time"])
+                      for f in source.files], ignore_index=True)
+
+
+def _pandas_etl(frame: pd.DataFrame) -> pd.DataFrame:
+    distance = haversine_numpy(frame["pickup_lat"].to_numpy(), frame["pickup_lon"].to_numpy(),
+                               frame["dropoff_lat"].to_numpy(), frame["dropoff_lon"].to_numpy())
+    return finish(_aggregate(frame.assign(distance_km=distance)))
+
+
+def baseline(resolved: Resolved) -> tuple[float, dict]:
+    """Seconds of the same ETL in one process on the same trips, concatenated, and its answer.
+
+    pandas with NumPy's haversine on CPU; cuDF with the CUDA haversine kernel on a GPU worker.
+    The trips are generated (the same partitions, for the run's seed) or read first, untimed.
+    The answer has the run's reported form (see ``_answer``).
+    """
+    backend = resolved.backend
+    if resolved["input"] is not None:
+        frame = _read_pandas(resolved.inputs["input"])
+    else:
+        specs = partition_specs(resolved["rows"], resolved["seed"], resolved["partitions"])
+        frame = pd.concat([synthetic_partition(s) for s in specs], ignore_index=True)
+    if not backend.is_gpu:
+        seconds, table = timed(backend, lambda: _pandas_etl(frame))
+        return seconds, _answer(len(frame), table)
+    on_device = backends.from_pandas(frame, backend.dataframe_library)
+    seconds, sums = timed(backend, lambda: _aggregate(_with_distance(on_device)))
+    return seconds, _answer(len(frame), finish(backends.to_host(sums)))
+
+
+def warm_up(backend_name: str) -> None:
+    """On a CPU worker as it starts: load the fused kernel's twin (a 64-row partition)."""
+    if backend_name == "cpu":
+        partial_sums(("synthetic", (0, 64, 0)))
+
+
+@pipeline(
+    "trips-pipeline",
+    SUMMARY,
+    PARAMS,
+    verify,
+    settle=settle,
+    baseline=baseline,
+    mutations=MUTATIONS,
+    warm_up=warm_up,
+)
+def prepare(resolved: Resolved) -> Workload:
+    """Build the lazy ETL over synthetic or input trips."""
+    backends.require_dataframe_library(resolved.backend, "trips-pipeline")
+    output = resolved["output"]
+    parts, described = _partitions(resolved)
+    described["partitions"] = len(parts)
+    elements = described["rows"]
+    return Workload(
+        collection=tree(parts, resolved.backend.to_device()),
+        bytes_are="generated" if resolved["input"] is None else "read",
+        elements=elements,
+        nbytes=elements * 7 * 8,
+        description=described,
+        context={"output": output},
+        present=_present,
+        save=_save if output is not None else None,
+    )
+
+
+def _answer(rows: int, table: pd.DataFrame) -> dict:
+    """The reported value: rows read, trips kept, groups, and the finished table as lists."""
+    return {"rows": int(rows), "kept": int(table["trips"].sum()), "groups": len(table),
+            "table": table.to_dict(orient="list")}
+
+
+def _present(workload: Workload, raw: dict) -> dict:
+    return _answer(raw["rows"], finish(raw["table"]))
+
+
+def _save(workload: Workload, value: dict) -> None:
+    path = workload.context["output"]
+    table = pd.DataFrame(value["table"])
+    with output_files.atomic(path) as temporary:
+        if path.lower().endswith(".csv"):
+            table.to_csv(temporary, index=False)
+        else:
+            table.to_parquet(temporary, index=False)

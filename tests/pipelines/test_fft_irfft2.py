@@ -1,0 +1,115 @@
+"""fft-pipeline's irfft2 (``--inverse --real``): the half spectrum back to the real array."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+from conftest import compute_as_runner, run_cli, verify_on
+
+import daskgpu
+from daskgpu.errors import InputFileError, ParameterError
+from daskgpu.toolkit.backends import Backend
+from pipelines.fft import check as fft_check
+
+SPEC = daskgpu.get_pipeline("fft-pipeline")
+CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
+
+
+@pytest.mark.parametrize(("n", "chunks"), [(32, 5), (33, 7)])
+def test_a_half_spectrum_transforms_back_to_its_array(cpu_client, tmp_path, n, chunks):
+    x = np.random.default_rng(n).standard_normal((n, n))
+    np.save(tmp_path / "x.npy", x)
+    daskgpu.run("fft-pipeline", client=cpu_client, input=str(tmp_path / "x.npy"), real=True,
+                output=str(tmp_path / "X.npy"))
+    result = daskgpu.run("fft-pipeline", client=cpu_client, input=str(tmp_path / "X.npy"),
+                         real=True, inverse=True, chunks=chunks,
+                         output=str(tmp_path / "back.npy"))
+    assert result.verified, result.verification
+    assert result.data["transform"] == "irfft2" and result.data["shape"] == [n, n // 2 + 1]
+    back = np.load(tmp_path / "back.npy")
+    assert back.shape == (n, n) and back.dtype == np.float64
+    np.testing.assert_allclose(back, x, rtol=0, atol=1e-12)
+    flat = int(np.argmax(np.abs(back)))
+    assert result.value["max_at"] == [flat // n, flat % n]  # the result's cell, not transposed
+    assert result.value["sum_of_squares"] == pytest.approx(float((back**2).sum()), rel=1e-12)
+
+
+def test_a_half_spectrum_that_is_not_hermitian_reads_as_numpy_reads_it(cpu_client, tmp_path):
+    """Columns 0 and n/2 count only with their Hermitian part, as numpy.fft.irfft2 takes them."""
+    rng = np.random.default_rng(4)
+    half = rng.standard_normal((24, 13)) + 1j * rng.standard_normal((24, 13))
+    np.save(tmp_path / "h.npy", half.astype(np.complex64))
+    result = daskgpu.run("fft-pipeline", client=cpu_client, input=str(tmp_path / "h.npy"),
+                         real=True, inverse=True, chunks=4, output=str(tmp_path / "out.zarr"))
+    assert result.verified, result.verification
+    import zarr
+
+    written = zarr.open_array(str(tmp_path / "out.zarr"), mode="r")[:]
+    assert written.dtype == np.float32
+    expected = np.fft.irfft2(half.astype(np.complex64).astype(np.complex128), s=(24, 24))
+    np.testing.assert_allclose(written, expected, rtol=0, atol=1e-6)
+
+
+def test_every_mutation_of_an_irfft2_result_is_caught(cpu_client, tmp_path):
+    np.save(tmp_path / "X.npy", np.fft.rfft2(np.random.default_rng(3).standard_normal((40, 40))))
+    spec, workload, raw = compute_as_runner(cpu_client, "fft-pipeline", real=True,
+                                            inverse=True, input=str(tmp_path / "X.npy"),
+                                            chunks=6)
+    assert verify_on(cpu_client, spec, workload, raw).ok
+    for mutation in fft_check.MUTATIONS:
+        if mutation.name == "the spectrum conjugated":
+            continue  # the result is real: conjugating changes nothing
+        check = verify_on(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)))
+        assert not check.ok, mutation.name
+        assert mutation.names in check.detail, (mutation.name, check.detail)
+
+
+def test_irfft2_needs_a_half_spectrum_input(tmp_path):
+    with pytest.raises(ParameterError, match="irfft2.*--input"):
+        SPEC.resolve(CPU2, real=True, inverse=True, size=16)
+    np.save(tmp_path / "square.npy", np.ones((8, 8), dtype=np.complex128))
+    with pytest.raises(InputFileError, match=r"n x \(n/2\+1\).*8 x 5 for n = 8"):
+        SPEC.resolve(CPU2, real=True, inverse=True, input=str(tmp_path / "square.npy"))
+    np.save(tmp_path / "flat.npy", np.ones(9, dtype=np.complex128))
+    with pytest.raises(InputFileError, match="2 axes"):
+        SPEC.resolve(CPU2, real=True, inverse=True, input=str(tmp_path / "flat.npy"))
+    np.save(tmp_path / "odd.npy", np.ones((9, 5), dtype=np.complex128))  # n = 9: 9 x 5
+    assert SPEC.resolve(CPU2, real=True, inverse=True, input=str(tmp_path / "odd.npy"))
+
+
+def test_cli_irfft2_run_and_bench_agree_with_numpy(tmp_path):
+    x = np.random.default_rng(6).standard_normal((48, 48))
+    np.save(tmp_path / "X.npy", np.fft.rfft2(x))
+    proc = run_cli("run", "fft-pipeline", "--input", str(tmp_path / "X.npy"), "--real",
+                   "--inverse", "--chunks", "9", "--cpu", "--workers", "2", "--no-dashboard",
+                   "--json", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verified"] and doc["data"]["transform"] == "irfft2"
+    flat = int(np.argmax(np.abs(x)))
+    assert doc["value"]["max_at"] == [flat // 48, flat % 48]
+    proc = run_cli("bench", "fft-pipeline", "--input", str(tmp_path / "X.npy"), "--real",
+                   "--inverse", "--cpu", "--workers", "2", "--repeat", "1", "--warmup", "0",
+                   "--quiet", "--json", str(tmp_path / "bench.json"), timeout=120)
+    assert proc.returncode == 0, proc.stderr  # the baseline's irfft2 agreed with the run
+    measured = json.loads((tmp_path / "bench.json").read_text())["measurements"][0]
+    assert measured["verified"] and measured["baseline_s"] > 0
+
+
+def test_the_real_inverse_block_on_the_array_module_path(monkeypatch):
+    """irfft2's last stage as on GPU workers (cupy.fft.irfft), on a NumPy stand-in."""
+    from conftest import numpy_as_array_library
+
+    from pipelines.fft import tasks as fft_blocks
+
+    numpy_as_array_library(monkeypatch, ("fft",))
+    rng = np.random.default_rng(2)
+    rows = rng.standard_normal((5, 9)) + 1j * rng.standard_normal((5, 9))
+    for n in (16, 17):
+        out = fft_blocks.along_columns(rows, library="xp_stand_in", value_type="float32",
+                                       real_length=n)
+        assert out.shape == (5, n) and out.dtype == np.float32
+        np.testing.assert_allclose(out, np.fft.irfft(rows, n=n, axis=1), rtol=0, atol=1e-6)

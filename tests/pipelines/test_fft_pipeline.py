@@ -1,0 +1,308 @@
+"""fft-pipeline: stages against numpy.fft, runs on a CPU cluster, inputs, outputs, refusals."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import dask
+import numpy as np
+import pytest
+from conftest import numpy_as_array_library, run_cli
+
+import daskgpu
+from daskgpu.errors import InputFileError, ParameterError
+from daskgpu.toolkit import params
+from daskgpu.toolkit.backends import Backend
+from pipelines.fft import check as fft_check
+from pipelines.fft import check_recompute as fft_check_recompute
+from pipelines.fft import layout as fft_layout
+from pipelines.fft import shared as fft_data
+from pipelines.fft import stages as fft_stages
+from pipelines.fft import tasks as fft_blocks
+
+CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
+SPEC = daskgpu.get_pipeline("fft-pipeline")
+
+
+def _stages(**params):
+    """The run's input and its spectrum, computed here stage by stage (sync scheduler)."""
+    resolved = SPEC.resolve(CPU2, **params)
+    sizes = fft_layout.layout(resolved)
+    with dask.config.set(scheduler="sync"):
+        x = fft_stages.input_array(resolved, sizes)
+        y = fft_stages.rows_transformed(x, resolved, sizes)
+        z = fft_stages.transposed(y, sizes)
+        spectrum_t = fft_stages.columns_transformed(z, resolved, sizes)
+        return resolved, sizes, x.compute(), spectrum_t.T.compute(), spectrum_t.chunks
+
+
+@pytest.mark.parametrize(("params", "transform"), [
+    ({}, np.fft.fft2),
+    ({"inverse": True}, np.fft.ifft2),
+    ({"real": True}, np.fft.rfft2),
+    ({"dtype": "complex64"}, np.fft.fft2),
+    ({"real": True, "dtype": "complex64"}, np.fft.rfft2),
+])
+def test_the_stages_give_numpys_transform_on_uneven_blocks(params, transform):
+    _, sizes, x, spectrum, chunks = _stages(size=37, chunks=10, seed=4, **params)
+    assert sizes["row_chunks"][0] == (10, 10, 10, 7)  # uneven slabs
+    assert len(chunks[0]) == 4 and sum(chunks[0]) == spectrum.shape[1]
+    expected = transform(x.astype(np.complex128) if not params.get("real") else
+                         x.astype(np.float64))
+    assert spectrum.shape == expected.shape == (37, 19 if params.get("real") else 37)
+    assert spectrum.dtype == np.dtype(params.get("dtype", "complex128"))
+    tol = 1e-4 if params.get("dtype") == "complex64" else 1e-12
+    assert np.abs(spectrum - expected).max() <= tol * np.abs(expected).max()
+
+
+def test_generated_input_is_the_documented_signal():
+    """The run's blocks (outer products) equal the check's (its own sums of waves)."""
+    resolved, sizes, x, _, _ = _stages(size=40, chunks=12, seed=7)
+    ctx = {"n": 40, "real": False, "dtype": "complex128", "seed": 7, "source": None,
+           "library": "numpy", "row_chunks": sizes["row_chunks"][0]}
+    again = np.concatenate([fft_check_recompute.input_block(ctx, i) for i in range(4)])
+    assert np.abs(x - again).max() < 1e-12
+    spec = fft_data.signal(7, 40, False)
+    assert len(spec["u"]) == fft_data.PEAKS
+    noise = x - sum(a * np.exp(1j * (2 * np.pi * (u * np.arange(40)[:, None]
+                                                  + v * np.arange(40)[None, :]) / 40 + p))
+                    for u, v, a, p in zip(spec["u"], spec["v"], spec["amplitude"],
+                                          spec["phase"], strict=True))
+    assert 0 < np.abs(noise.real).max() <= fft_data.NOISE
+    assert 0 < np.abs(noise.imag).max() <= fft_data.NOISE
+
+
+def test_a_real_signal_shows_one_peak_per_cosine_in_the_half_spectrum():
+    spec = fft_data.signal(3, 64, True)
+    assert ((spec["v"] >= 1) & (spec["v"] <= 31)).all()
+    assert len(set(zip(spec["u"].tolist(), spec["v"].tolist(), strict=True))) == fft_data.PEAKS
+    assert len(fft_data.signal(3, 2, True)["u"]) == 0  # no room for a cosine: noise only
+
+
+def test_summary_reduces_a_block_to_its_squares_peaks_and_cells():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((9, 5)) + 1j * rng.standard_normal((9, 5))
+    x[4, 2] = 50 + 5j
+    rows, cols = np.array([4, 0, 8]), np.array([2, 1, 7])  # the last cell is in another block
+    width = fft_blocks.summary_width((5, 3), len(rows))
+    info = {0: {"array-location": [(0, 5), (0, 9)]}}
+    packed = fft_blocks.summary(x.T.copy(), info, rows=rows, cols=cols, width=width)
+    rest = np.full((9, 3), 0.5 + 0j)  # columns 5 to 7 of the spectrum
+    other = fft_blocks.summary(rest.T.copy(), {0: {"array-location": [(5, 8), (0, 9)]}},
+                               rows=rows, cols=cols, width=width)
+    result = fft_blocks.assemble(np.concatenate([packed, other]), (5, 3), len(rows))
+    np.testing.assert_allclose(result["column_squares"], [*(np.abs(x) ** 2).sum(axis=0),
+                                                          2.25, 2.25, 2.25])
+    assert result["sum_of_squares"] == pytest.approx((np.abs(x) ** 2).sum() + 6.75)
+    top = int(np.argmax(np.abs(result["peak_values"])))
+    assert (result["peak_rows"][top], result["peak_cols"][top]) == (4, 2)
+    assert result["peak_values"][top] == 50 + 5j
+    assert len(result["peak_rows"]) == 2 * fft_data.TOP
+    assert set(result["peak_cols"][fft_data.TOP:]) <= {5, 6, 7}
+    np.testing.assert_array_equal(result["samples"], [x[4, 2], x[0, 1], 0.5])
+
+
+def test_gpu_branches_draw_reduce_and_check_alike(monkeypatch):
+    """The array-module path (CuPy's API, integer-seeded generator) on NumPy stand-ins."""
+    stand_in = numpy_as_array_library(monkeypatch, ("arange", "zeros", "ones", "exp", "abs",
+                                                    "argpartition", "asarray", "fft",
+                                                    "ascontiguousarray", "concatenate"))
+    info = {None: {"array-location": [(12, 24), (0, 30)], "chunk-location": (1, 0)}}
+    x = fft_blocks.generated(info, n=30, seed=5, library="xp_stand_in")
+    assert not np.array_equal(x, fft_blocks.generated(info, n=30, seed=5))  # another generator
+    ctx = {"n": 30, "real": False, "dtype": "complex128", "seed": 5, "source": None,
+           "library": "xp_stand_in", "row_chunks": (12, 12, 6)}
+    np.testing.assert_allclose(fft_check_recompute.input_block(ctx, 1), x, rtol=0, atol=1e-12)
+    assert len(stand_in.seeds) == 2 and stand_in.seeds[0] == stand_in.seeds[1]
+    cut = fft_blocks.piece(x, 3, 8, "xp_stand_in")
+    assert cut.flags.c_contiguous and cut.shape == (5, 12)
+    np.testing.assert_array_equal(fft_blocks.joined([cut, cut], "xp_stand_in"),
+                                  np.concatenate([x[:, 3:8].T] * 2, axis=1))
+    spectrum_t = fft_blocks.along_columns(x, library="xp_stand_in")
+    np.testing.assert_allclose(spectrum_t, np.fft.fft(x, axis=1))
+    rows, cols = np.array([3, 7]), np.array([13, 2])
+    where = {0: {"array-location": [(12, 24), (0, 30)]}}
+    width = fft_blocks.summary_width((12,), 2)
+    np.testing.assert_array_equal(
+        fft_blocks.summary(spectrum_t, where, "xp_stand_in", rows, cols, width),
+        fft_blocks.summary(spectrum_t, where, "numpy", rows, cols, width))
+
+
+def test_transpose_bytes_count_what_leaves_each_block():
+    sizes = {"row_chunks": ((3, 3, 2),), "col_chunks": ((8,), (3, 3, 2)), "n": 8, "m": 8,
+             "dtype": np.dtype("complex128")}
+    assert fft_layout.transpose_bytes(sizes) == (64 - 9 - 9 - 4) * 16
+
+
+def test_a_run_reports_its_phases_and_matches_numpy(cpu_client):
+    result = daskgpu.run("fft-pipeline", client=cpu_client, size=48, chunks=13, seed=2,
+                         inverse=True)
+    assert result.verified, result.verification
+    assert "Parseval" in result.verification and "planted peaks" in result.verification
+    data = result.data
+    assert data["transform"] == "ifft2" and data["slabs"] == 4
+    for key in ("input_s", "row_fft_s", "transpose_s", "column_fft_s", "reduce_s"):
+        assert data[key] > 0, key
+    assert data["local_fft_s"] == pytest.approx(data["row_fft_s"] + data["column_fft_s"],
+                                                abs=2e-4)
+    assert data["transpose_bytes"] == 48 * 48 * 16 - (13 * 12 * 3 + 9 * 12) * 16
+    assert data["transpose_gb_per_s"] > 0
+    _, _, x, _, _ = _stages(size=48, chunks=13, seed=2, inverse=True)
+    expected = np.fft.ifft2(x)
+    assert result.value["sum_of_squares"] == pytest.approx((np.abs(expected) ** 2).sum(),
+                                                           rel=1e-12)
+    flat = int(np.argmax(np.abs(expected)))
+    assert result.value["max_at"] == [flat // 48, flat % 48]
+
+
+def test_a_npy_input_is_transformed_and_written(cpu_client, tmp_path):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((30, 30)).astype(np.float32)
+    source, out = tmp_path / "x.npy", tmp_path / "spectrum.npy"
+    np.save(source, x)
+    result = daskgpu.run("fft-pipeline", client=cpu_client, input=str(source), chunks=8,
+                         real=True, output=str(out))
+    assert result.verified, result.verification
+    assert "no planted peaks" in result.verification
+    assert result.params["dtype"] == "complex64" and result.data["format"] == "npy"
+    written = np.load(out)
+    assert written.shape == (30, 16) and written.dtype == np.complex64
+    np.testing.assert_allclose(written, np.fft.rfft2(x), rtol=0, atol=1e-4 * 30)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spectrum.npy", "x.npy"]
+
+
+@pytest.mark.parametrize("dtype", ["complex128", "complex64"])
+def test_a_complex_input_is_transformed_and_verified(cpu_client, tmp_path, dtype):
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((24, 24)) + 1j * rng.standard_normal((24, 24))).astype(dtype)
+    source, out = tmp_path / "x.npy", tmp_path / "spectrum.npy"
+    np.save(source, x)
+    result = daskgpu.run("fft-pipeline", client=cpu_client, input=str(source), chunks=7,
+                         output=str(out))
+    assert result.verified, result.verification
+    assert result.params["dtype"] == dtype
+    written = np.load(out)
+    assert written.dtype == np.dtype(dtype)
+    tol = 1e-4 * 24 if dtype == "complex64" else 1e-10
+    np.testing.assert_allclose(written, np.fft.fft2(x.astype(np.complex128)), rtol=0, atol=tol)
+
+
+def test_every_mutation_of_an_input_run_is_caught(cpu_client, tmp_path):
+    """Without planted peaks, the reported maximum is checked against its DFT sum."""
+    from conftest import compute_as_runner, verify_on
+
+    rng = np.random.default_rng(10)
+    np.save(tmp_path / "x.npy", rng.standard_normal((36, 36)) + 1j * rng.standard_normal((36, 36)))
+    spec, workload, raw = compute_as_runner(cpu_client, "fft-pipeline",
+                                            input=str(tmp_path / "x.npy"), chunks=10)
+    check = verify_on(cpu_client, spec, workload, raw)
+    assert check.ok and "3 largest reported cells agree" in check.detail, check.detail
+    for mutation in fft_check.MUTATIONS:
+        altered = verify_on(cpu_client, spec, workload, mutation.alter(raw))
+        assert not altered.ok, mutation.name
+        assert mutation.names in altered.detail, (mutation.name, altered.detail)
+
+
+def test_a_written_spectrum_transforms_back_to_its_input(cpu_client, tmp_path):
+    """--output of a forward run is the --input of an inverse one: the round trip is exact."""
+    x = np.random.default_rng(9).standard_normal((32, 32))
+    image, spectrum, back = tmp_path / "x.npy", tmp_path / "X.zarr", tmp_path / "back.npy"
+    np.save(image, x)
+    forward = daskgpu.run("fft-pipeline", client=cpu_client, input=str(image), chunks=10,
+                          output=str(spectrum))
+    inverse = daskgpu.run("fft-pipeline", client=cpu_client, input=str(spectrum), chunks=10,
+                          inverse=True, output=str(back))
+    assert forward.verified and inverse.verified, inverse.verification
+    assert inverse.data["transform"] == "ifft2" and inverse.data["format"] == "zarr"
+    np.testing.assert_allclose(np.load(back), x, rtol=0, atol=1e-12)
+
+
+def test_a_wrong_spectrum_fails_verification(cpu_client, monkeypatch):
+    """A real fault in the computation (columns transformed the wrong way) is caught."""
+    from conftest import compute_as_runner, verify_on
+
+    spec, workload, raw = compute_as_runner(cpu_client, "fft-pipeline", size=40, chunks=11,
+                                            seed=3)
+    assert verify_on(cpu_client, spec, workload, raw).ok
+    inverse = spec.resolve(cpu_client.backend, size=40, chunks=11, seed=3, inverse=True)
+    sizes = fft_layout.layout(inverse)  # the same input, transformed the other way
+    with dask.config.set(scheduler="sync"):
+        x = fft_stages.input_array(inverse, sizes)
+        wrong = fft_stages.columns_transformed(fft_stages.transposed(
+            fft_stages.rows_transformed(x, inverse, sizes), sizes), inverse, sizes)
+        cells = fft_data.sampled_cells(40, sizes["col_chunks"][1], 3)
+        bad = dask.compute(fft_stages.reduced(wrong, inverse, cells))[0]
+    check = verify_on(cpu_client, spec, workload, bad)
+    assert not check.ok and "Parseval" in check.detail, check.detail
+
+
+def test_cli_json_run_of_the_half_spectrum_writes_zarr(tmp_path):
+    out = tmp_path / "s.zarr"
+    proc = run_cli("run", "fft-pipeline", "--size", "40", "--chunks", "16", "--real", "--seed",
+                   "6", "--cpu", "--workers", "2", "--no-dashboard", "--json", "--output",
+                   str(out), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verified"] and doc["params"]["real"] is True and doc["params"]["inverse"] is False
+    assert doc["data"]["transform"] == "rfft2" and doc["data"]["spectrum"] == "40 x 21"
+    assert doc["throughput"]["flop_per_s"] > 0 and doc["data"]["transpose_bytes"] > 0
+    import zarr
+
+    written = zarr.open_array(str(out), mode="r")[:]
+    _, _, x, _, _ = _stages(size=40, chunks=16, seed=6, real=True)
+    np.testing.assert_allclose(written, np.fft.rfft2(x), rtol=0, atol=1e-9)
+    assert doc["value"]["sum_of_squares"] == pytest.approx(
+        float((np.abs(written) ** 2).sum()), rel=1e-12)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]  # no temporary left
+
+
+@pytest.mark.parametrize(("params", "error", "fragment"), [
+    ({"inverse": True, "real": True}, ParameterError, "irfft2"),
+    ({"size": 64, "chunks": "8,8"}, ParameterError, "one slab width"),
+    ({"size": 10**6, "chunks": 100}, ParameterError, "at most 1000 slabs"),
+    ({"size": 2**40}, ParameterError, "PiB"),
+    ({"real": "maybe"}, ParameterError, "--real"),
+])
+def test_layouts_and_options_no_run_can_use_are_refused(params, error, fragment):
+    started = time.perf_counter()
+    with pytest.raises(error, match=fragment):
+        SPEC.resolve(CPU2, **params)
+    assert time.perf_counter() - started < 5
+
+
+def test_chunks_larger_than_the_array_make_one_slab():
+    resolved = SPEC.resolve(CPU2, size=20, chunks=1000, seed=1)
+    sizes = fft_layout.layout(resolved)
+    assert sizes["row_chunks"][0] == (20,) and sizes["col_chunks"][1] == (20,)
+
+
+@pytest.mark.parametrize(("array", "fragment"), [
+    (np.ones((4, 6)), "square"),
+    (np.ones(16), "square"),
+    (np.ones((4, 4), dtype=np.int64), "float32 or float64"),
+    (np.array([["a", "b"], ["c", "d"]]), "float32 or float64"),
+])
+def test_inputs_it_cannot_transform_are_refused(tmp_path, array, fragment):
+    path = tmp_path / "bad.npy"
+    np.save(path, array)
+    with pytest.raises(InputFileError, match=fragment):
+        SPEC.resolve(CPU2, input=str(path))
+    with pytest.raises(ParameterError, match="--size"):
+        SPEC.resolve(CPU2, input=str(path), size=4)
+
+
+def test_a_complex_input_with_real_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "z.npy"
+    np.save(path, np.ones((8, 8), dtype=np.complex64))
+    with pytest.raises(InputFileError, match="holds complex64 values; --real transforms real "
+                       "data .*drop --real"):
+        SPEC.resolve(CPU2, input=str(path), real=True)
+    assert SPEC.resolve(CPU2, input=str(path))["dtype"] == "complex64"
+
+
+def test_flags_read_as_switches():
+    assert params.switch(True) is True and params.switch("off") is False
+    with pytest.raises(ValueError):
+        params.switch("2")
+

@@ -1,0 +1,497 @@
+"""kmeans-pipeline: Lloyd's k-means on CPU workers, checked against a plain NumPy replay."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+
+import distributed
+import numpy as np
+import pytest
+from conftest import (
+    assert_one_error_line,
+    compute_as_runner,
+    numpy_as_array_library,
+    run_cli,
+    verify_on,
+)
+
+import daskgpu
+from daskgpu.errors import ParameterError
+from daskgpu.execution import answers
+from daskgpu.toolkit import data_parallel, numeric, registry
+from pipelines.kmeans import baseline as kmeans_baseline
+from pipelines.kmeans import check as kmeans_check
+from pipelines.kmeans import init as kmeans_init
+from pipelines.kmeans import pipeline as kmeans_pipeline
+from pipelines.kmeans import shared as kmeans_data
+from pipelines.kmeans import tasks as kmeans_steps
+
+SMALL = {"samples": 6000, "features": 5, "clusters": 4, "chunks": 1600, "seed": 11}
+
+
+def numpy_data(params: dict) -> np.ndarray:
+    """All points at once, as the documented scheme draws them shard by shard."""
+    d, clusters = params["features"], params["clusters"]
+    centres = kmeans_steps.blob_centres(params["seed"], clusters, d)
+    parts = []
+    for i, rows in enumerate(numeric.shard_sizes(params["samples"], params["chunks"])):
+        rng = np.random.default_rng(np.random.SeedSequence(params["seed"],
+                                                           spawn_key=(kmeans_data.POINTS, i)))
+        blob = rng.integers(0, clusters, rows)
+        parts.append(rng.standard_normal((rows, d), dtype=np.float32)
+                     + centres.astype(np.float32)[blob])
+    return np.concatenate(parts)
+
+
+def numpy_lloyd(x: np.ndarray, start: np.ndarray, max_iter: int, tol: float) -> dict:
+    """Lloyd's iterations written out in plain NumPy, float64."""
+    x = x.astype(np.float64)
+    c, trajectory, inertias = start.copy(), [start], []
+    for _ in range(max_iter):
+        dist = ((x[:, None, :] - c[None]) ** 2).sum(axis=2)
+        labels = dist.argmin(axis=1)
+        inertias.append(dist.min(axis=1).sum())
+        new = c.copy()
+        for j in range(c.shape[0]):
+            if (labels == j).any():
+                new[j] = x[labels == j].mean(axis=0)
+        shift = np.sqrt(((new - c) ** 2).sum(axis=1)).max()
+        c = new
+        trajectory.append(c)
+        if shift <= tol:
+            break
+    inertias.append(((x[:, None, :] - c[None]) ** 2).sum(axis=2).min(axis=1).sum())
+    return {"centroids": np.stack(trajectory), "inertias": np.array(inertias)}
+
+
+@pytest.fixture(scope="module")
+def small_run(cpu_client):
+    return compute_as_runner(cpu_client, "kmeans-pipeline", **SMALL)
+
+
+def test_iterations_match_a_plain_numpy_replay(small_run):
+    _spec, workload, raw = small_run
+    assert workload.context["init"] == "k-means||" and workload.context["k"] == 4
+    x = numpy_data(SMALL)
+    want = numpy_lloyd(x, raw["centroids"][0], 100, 1e-4)
+    assert raw["iterations"] == len(want["centroids"]) - 1 == len(raw["step_s"])
+    np.testing.assert_allclose(raw["centroids"], want["centroids"], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(raw["inertias"], want["inertias"], rtol=1e-6)
+    assert raw["counts"].sum() == SMALL["samples"]
+    assert np.all(np.diff(raw["inertias"]) <= 1e-6 * raw["inertias"][0])
+    # k-means|| starts from points of the data's blobs: every centre is found
+    centres = kmeans_steps.blob_centres(SMALL["seed"], SMALL["clusters"], SMALL["features"])
+    gap = np.sqrt(((raw["centroids"][-1][:, None] - centres[None]) ** 2).sum(axis=2))
+    assert sorted(gap.argmin(axis=1)) == [0, 1, 2, 3] and gap.min(axis=1).max() < 0.2
+
+
+def test_driving_from_the_client_gives_the_same_iterations(cpu_client):
+    spec = registry.get("kmeans-pipeline")
+    import dask
+
+    resolved = spec.resolve(cpu_client.backend, **SMALL, init="random")
+    with dask.config.set(scheduler=cpu_client.client):
+        workload = spec.workload(cpu_client.backend, resolved)
+    driven = kmeans_pipeline.drive(workload, cpu_client.client)
+    x = numpy_data(SMALL)
+    rows = kmeans_init.random_rows(SMALL["seed"], SMALL["samples"], 4)
+    np.testing.assert_array_equal(driven["centroids"][0], x[rows].astype(np.float64))
+    want = numpy_lloyd(x, x[rows].astype(np.float64), 100, 1e-4)
+    np.testing.assert_allclose(driven["centroids"], want["centroids"], rtol=1e-9, atol=1e-9)
+    check = verify_on(cpu_client, spec, workload, driven)
+    assert check.ok, check.detail
+    workload.context["shards"].release()
+
+
+def test_the_run_verifies_and_finds_the_blobs(cpu_client, small_run):
+    spec, workload, raw = small_run
+    check = verify_on(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+    assert "iterations recomputed" in check.detail
+    assert "every blob's true centre found" in check.detail
+    assert "k-means|| candidates are points of the data" in check.detail
+    assert "every blob seeded by one initial centroid" in check.detail
+
+
+def test_a_wrong_seed_or_tol_in_the_run_fails_verification(cpu_client, small_run):
+    """The check recomputes from the parameters, not from the run's own numbers."""
+    spec, workload, raw = small_run
+    for change, word in (({"seed": SMALL["seed"] + 1}, "initial"), ({"tol": 1e9}, "tol")):
+        workload.context.update(change)
+        try:
+            check = verify_on(cpu_client, spec, workload, raw)
+        finally:
+            workload.context.update({k: SMALL.get(k, 1e-4) for k in change})
+        assert not check.ok, change
+        assert word in check.detail, check.detail
+
+
+def test_an_empty_cluster_keeps_its_centroid(cpu_client):
+    client = cpu_client.client
+    shards = data_parallel.place(client, np.asarray, [(np.array([[0.0, 0.0], [1.0, 0.0]]),),
+                                                      (np.array([[10.0, 0.0]]),)])
+    distributed.wait(shards)
+    start = np.array([[0.0, 0.0], [1e6, 1e6], [10.0, 1.0]])
+    out = kmeans_steps.lloyd(client, shards, start, 10, 0.0)
+    assert out["iterations"] == 2 and out["counts"].tolist() == [2, 0, 1]
+    np.testing.assert_array_equal(out["centroids"][-1], [[0.5, 0.0], [1e6, 1e6], [10.0, 0.0]])
+    assert out["inertias"].tolist() == [2.0, 0.5, 0.5]
+
+
+def test_the_baseline_gives_the_runs_value(cpu_client, tmp_path):
+    out = tmp_path / "centroids.npy"
+    result = daskgpu.run("kmeans-pipeline", cpu_client, samples=3000, features=3, clusters=3,
+                         seed=5, output=str(out))
+    assert result.verified, result.verification
+    spec = registry.get("kmeans-pipeline")
+    seconds, answer = spec.baseline(spec.resolve(cpu_client.backend, **result.params))
+    assert seconds > 0
+    assert answers.difference(result.value, answer) is None
+    assert set(result.value) == {"iterations", "inertia", "inertias", "centroids"}
+    assert result.value["inertia"] == result.value["inertias"][-1]
+    saved = np.load(out)
+    assert saved.dtype.names == ("x0", "x1", "x2") and len(saved) == 3
+    np.testing.assert_array_equal(saved["x1"], result.value["centroids"][:, 1])
+    assert result.data["iteration_s"] >= result.data["iteration_compute_s"] > 0
+
+
+def test_cli_run_is_verified_and_reports_each_iteration(tmp_path):
+    out = tmp_path / "centroids.csv"
+    proc = run_cli("run", "kmeans-pipeline", "--cpu", "--workers", "2", "--samples", "20000",
+                   "--seed", "3", "--no-dashboard", "--json", "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verified"], doc["verification"]
+    value, data = doc["value"], doc["data"]
+    assert len(value["inertias"]) == value["iterations"] + 1
+    assert value["inertia"] == value["inertias"][-1] <= value["inertias"][0]
+    assert np.asarray(value["centroids"]).shape == (16, 32)
+    assert data["shape"] == [20000, 32] and doc["params"]["k"] == 16
+    assert data["converged"] and data["iteration_s"] > 0
+    assert data["initialisation"].startswith("k-means||: ")
+    assert "in 5 rounds" in data["initialisation"]
+    lines = out.read_text().splitlines()
+    assert len(lines) == 17 and lines[0].startswith("x0,x1,")
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--k", "0"], "--k"),
+    (["--samples", "10", "--k", "11"], "more centroids"),
+    (["--tol", "-1"], "--tol"),
+])
+def test_cli_hostile_option_is_one_error_line(args, fragment):
+    started = time.perf_counter()
+    proc = run_cli("run", "kmeans-pipeline", *args, "--cpu", "--workers", "1", timeout=60)
+    assert_one_error_line(proc, started, fragment)
+
+
+@pytest.mark.parametrize(("params", "fragment"), [
+    ({"tol": "nan"}, "--tol"),
+    ({"tol": -1e-9}, "0 or more"),
+    ({"max_iter": 0}, "--max-iter"),
+    ({"k": -1}, "--k"),
+    ({"init": "kmeans++"}, "--init"),
+    ({"samples": 10**8, "chunks": 10}, "shards"),
+    ({"samples": 5, "k": 6}, "more centroids"),
+    ({"clusters": 0}, "--clusters"),
+    ({"clusters": 10**5, "features": 2}, "at most"),
+    ({"k": 2**23, "samples": 2**30}, "centroid entries"),
+    ({"max_iter": 10**6}, "over all iterations"),
+    ({"chunks": "100,5"}, "whole points"),
+    ({"dtype": "float16"}, "--dtype"),
+    ({"samples": 2**62}, "TiB"),
+])
+def test_hostile_parameters_are_refused_before_any_cluster(params, fragment):
+    with pytest.raises(ParameterError, match=fragment) as err:
+        registry.get("kmeans-pipeline").resolve(**params)
+    assert "\n" not in str(err.value)
+
+
+def test_blobs_that_do_not_fit_are_one_error(monkeypatch):
+    monkeypatch.setattr(kmeans_steps, "CENTRE_TRIES", 1)
+    with pytest.raises(ParameterError, match="no room"):
+        kmeans_steps.blob_centres(1, 200, 1)
+
+
+def test_defaults_follow_the_backend():
+    from daskgpu.toolkit import backends
+
+    spec = registry.get("kmeans-pipeline")
+    assert spec.resolve()["samples"] == kmeans_pipeline.CPU_DEFAULT_SAMPLES
+    assert spec.resolve(clusters=7)["k"] == 7
+    gpu = backends.Backend("gpu", "cupy", "cudf", (), workers=4, threads=4)
+    assert spec.resolve(gpu)["samples"] == kmeans_pipeline.GPU_DEFAULT_SAMPLES
+
+
+def test_a_centroid_off_its_blob_fails_the_centres_check():
+    ctx = {"k": 3, "clusters": 3, "seed": 2, "features": 4, "tol": 0.0}
+    centres = kmeans_steps.blob_centres(2, 3, 4)
+    totals = {"counts": np.array([[1e4, 1e4, 1e4]])}
+    assert "found" in kmeans_check._check_centres(ctx, centres[[2, 0, 1]] + 0.01, totals)
+    moved = centres.copy()
+    moved[1, 2] += 0.2  # 20 standard errors of a blob of 1e4 points
+    assert kmeans_check._check_centres(ctx, moved, totals).startswith("centroid 1")
+    merged = centres.copy()
+    merged[0] = merged[1] + 1.0  # two centroids in one blob: a local optimum, not an error
+    assert "local optimum" in kmeans_check._check_centres(ctx, merged, totals)
+
+
+def test_the_pipeline_modules_import_no_gpu_library():
+    import ast
+
+    for name in ("pipelines.kmeans.pipeline", "pipelines.kmeans.tasks", "pipelines.kmeans.check",
+                 "pipelines.kmeans.shared", "pipelines.kmeans.check_init", "pipelines.kmeans.init",
+                 "pipelines.kmeans.baseline"):
+        tree = ast.parse(open(importlib.util.find_spec(name).origin).read())
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, (ast.Import, ast.ImportFrom))
+                    for alias in (node.names if isinstance(node, ast.Import)
+                                  else [ast.alias(node.module or "")])}
+        assert not imported & {"cupy", "cudf", "cupyx"}, (name, imported)
+
+
+@pytest.fixture
+def stand_in_library(monkeypatch):
+    """NumPy as the array library, with CuPy's integer-seeded generator (conftest)."""
+    return numpy_as_array_library(monkeypatch, ("asarray", "zeros", "abs", "maximum", "sqrt",
+                                                "argmin", "take_along_axis", "arange",
+                                                "bincount", "where"))
+
+
+def test_gpu_branches_draw_and_check_alike(stand_in_library):
+    d, clusters, rows = 6, 3, 700
+    centres = kmeans_steps.blob_centres(4, clusters, d)
+    x = kmeans_steps.make_shard(4, 1, rows, d, "float32", "xp_stand_in", centres)
+    on_numpy = kmeans_steps.make_shard(4, 1, rows, d, "float32", "numpy", centres)
+    assert not np.array_equal(x, on_numpy)  # another generator, seeded apart
+    start = x[:clusters].astype(np.float64)
+    (sums, counts, inertia), _ = kmeans_steps.shard_pass(x, start)
+    totals = kmeans_check.shard_totals(4, 1, rows, clusters, "float32", "xp_stand_in",
+                                       start[None], np.array([0, 2]))
+    seeds = stand_in_library.seeds
+    assert len(seeds) == 2 and seeds[0] == seeds[1]  # the run and the check drew shard 1 alike
+    np.testing.assert_array_equal(totals["picked"], start[[0, 2]])
+    np.testing.assert_array_equal(totals["counts"][0], counts)
+    np.testing.assert_allclose(totals["sums"][0], sums, rtol=1e-12)
+    assert totals["inertia"][0] == pytest.approx(inertia, rel=1e-6)
+    # k-means||: one round sampled from the first point, replayed and weighed by the check
+    first = x[:1].astype(np.float64)
+    (_, _, cost), _ = kmeans_steps.shard_pass(x, first)
+    factor = 2.0 * clusters
+    kept, points = kmeans_init.sample_far(x, first, cost, factor, 4, 0, 1, start=rows)
+    assert len(kept) > 0 and kept.min() >= rows
+    candidates = np.concatenate([first, points])
+    (_, weights, _), _ = kmeans_steps.shard_pass(x, candidates)
+    plan = {"seed": 4, "index": 1, "costs": [cost], "ends": [1], "factor": factor,
+            "kept": [kept - rows], "features": d}
+    for lost, wrong in ((0, 0), (1, 1)):
+        got = kmeans_check.shard_totals(
+            4, 1, rows, clusters, "float32", "xp_stand_in", start[None], kept - rows, None,
+            rows, candidates, {**plan, "kept": [(kept - rows)[lost:]]})
+        assert got["sampling_wrong"].tolist() == [wrong]
+    np.testing.assert_array_equal(got["picked"], points)
+    np.testing.assert_array_equal(got["weights"], weights)
+    assert got["costs"][0] == pytest.approx(cost, rel=1e-6)
+    assert got["first_wrong"][:3].tolist() == [0, kept[0], 0]  # row kept[0]: not reported
+
+
+# --------------------------------------------------------------------------- --input
+
+
+@pytest.fixture(scope="module")
+def points_files(tmp_path_factory):
+    import zarr
+
+    base = tmp_path_factory.mktemp("kmeans-input")
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3000, 3)) + 8 * rng.integers(0, 3, (3000, 1))).astype(np.float32)
+    x[1234] = np.nan  # left out of every sum, count and inertia, as the kernel documents
+    np.save(base / "x.npy", x)
+    z = zarr.create_array(str(base / "x.zarr"), shape=x.shape, dtype="float64", chunks=(800, 3))
+    z[:] = x.astype(np.float64)
+    files = {"x": x, "npy": str(base / "x.npy"), "zarr": str(base / "x.zarr")}
+    for name, array in {"flat": np.zeros(10), "cube": np.zeros((4, 3, 2)),
+                        "ints": np.zeros((10, 2), int), "text": np.array([["a", "b"]])}.items():
+        np.save(base / f"{name}.npy", array)
+        files[name] = str(base / f"{name}.npy")
+    return files
+
+
+@pytest.mark.parametrize(("kind", "init"), [("npy", "random"), ("zarr", "k-means||")])
+def test_clustering_an_input_matches_numpy_and_verifies(cpu_client, points_files, kind, init):
+    params = {"input": points_files[kind], "k": 3, "chunks": 700, "seed": 4, "init": init}
+    spec, workload, raw = compute_as_runner(cpu_client, "kmeans-pipeline", **params)
+    assert workload.context["samples"] == 3000 and workload.context["features"] == 3
+    assert workload.context["dtype"] == ("float32" if kind == "npy" else "float64")
+    x = points_files["x"].astype(workload.context["dtype"])
+    if init == "random":
+        rows = kmeans_init.random_rows(4, 3000, 3)
+        np.testing.assert_array_equal(raw["centroids"][0], x[rows].astype(np.float64))
+    finite = x[np.isfinite(x).all(axis=1)]
+    want = numpy_lloyd(finite, raw["centroids"][0], 100, 1e-4)
+    np.testing.assert_allclose(raw["centroids"], want["centroids"], rtol=1e-9, atol=1e-9)
+    assert raw["counts"].sum() == 2999
+    check = verify_on(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+    assert "no true centres" in check.detail
+    for mutation in spec.mutations:
+        if init == "random" and mutation.name.startswith(kmeans_check.KMEANS_PARALLEL_ONLY):
+            continue
+        altered = mutation.alter(dict(raw))
+        assert not verify_on(cpu_client, spec, workload, altered).ok, mutation.name
+
+
+def test_the_baseline_clusters_the_same_input(cpu_client, points_files):
+    result = daskgpu.run("kmeans-pipeline", cpu_client, input=points_files["zarr"], k=3, seed=2)
+    assert result.verified, result.verification
+    assert result.params["samples"] is None and result.params["clusters"] is None
+    spec = registry.get("kmeans-pipeline")
+    _seconds, answer = spec.baseline(spec.resolve(cpu_client.backend, **result.params))
+    assert answer["iterations"] == result.value["iterations"]
+    np.testing.assert_allclose(answer["centroids"], result.value["centroids"], rtol=1e-6)
+
+
+@pytest.mark.parametrize(("given", "fragment"), [
+    ({"input": "flat"}, "a matrix of samples x features"),
+    ({"input": "cube"}, "a matrix of samples x features"),
+    ({"input": "ints"}, "float32 or float64"),
+    ({"input": "text"}, "numeric"),
+    ({"input": "/nonexistent/points.npy"}, "no such file"),
+    ({"input": "npy", "samples": 10}, "--samples: applies to generated points"),
+    ({"input": "npy", "clusters": 3}, "--clusters: applies to generated points"),
+    ({"input": "npy", "features": 3}, "--features: applies to generated points"),
+    ({"input": "npy", "k": 3001}, "more centroids than the 3000 points"),
+    ({"input": "npy", "dtype": "float64"}, "the input holds float32"),
+])
+def test_hostile_inputs_are_one_line_before_any_cluster(points_files, given, fragment):
+    from daskgpu.errors import DaskGPUError
+
+    params = {k: points_files.get(v, v) if k == "input" else v for k, v in given.items()}
+    with pytest.raises(DaskGPUError) as err:
+        registry.get("kmeans-pipeline").resolve(**params)
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cli_refuses_a_flat_input_in_one_line(points_files):
+    started = time.perf_counter()
+    proc = run_cli("run", "kmeans-pipeline", "--input", points_files["flat"], "--cpu",
+                   "--workers", "1", timeout=60)
+    assert_one_error_line(proc, started, "--input", "2 axes")
+
+
+# --------------------------------------------------------------------------- k-means|| init
+
+from pipelines.kmeans import check_init as kmeans_check_init  # noqa: E402
+
+
+def _in_process_init(params: dict, k: int):
+    centres = kmeans_steps.blob_centres(params["seed"], params["clusters"], params["features"])
+    sizes = numeric.shard_sizes(params["samples"], params["chunks"])
+    shards = [kmeans_steps.make_shard(params["seed"], i, rows, params["features"], "float32",
+                                      "numpy", centres) for i, rows in enumerate(sizes)]
+    return kmeans_init.initial_centroids(kmeans_baseline.InProcess(), shards, sizes,
+                                          params["seed"], k, "k-means||")
+
+
+def test_the_reported_init_is_the_datas_points_and_reproducible(small_run):
+    _spec, _workload, raw = small_run
+    chosen = raw["init"]
+    x = numpy_data(SMALL).astype(np.float64)
+    rows = np.asarray(chosen["rows"])
+    assert rows[0] == kmeans_init.random_rows(SMALL["seed"], SMALL["samples"], 1)[0]
+    assert len(np.unique(rows)) == len(rows) > SMALL["clusters"]
+    np.testing.assert_array_equal(chosen["points"], x[rows])
+    nearest = ((x[:, None] - x[rows][None]) ** 2).sum(axis=2).argmin(axis=1)
+    np.testing.assert_array_equal(chosen["weights"], np.bincount(nearest, minlength=len(rows)))
+    # the same from the seed, in one process: rows, weights and initial centroids
+    start, again = _in_process_init(SMALL, SMALL["clusters"])
+    for key in ("rows", "weights", "rounds", "costs"):
+        np.testing.assert_array_equal(again[key], chosen[key])
+    assert len(chosen["costs"]) == kmeans_data.KMEANS_PARALLEL_ROUNDS == kmeans_check_init.ROUNDS
+    np.testing.assert_array_equal(start, raw["centroids"][0])
+
+
+def test_sample_far_reports_global_rows():
+    x = np.random.default_rng(1).standard_normal((300, 3)).astype(np.float32)
+    rows, points = kmeans_init.sample_far(x, x[:1].astype(np.float64), 10.0, 5.0, 3, 0, 2,
+                                           start=1000)
+    assert rows.dtype == np.int64 and len(rows) > 0 and rows.min() >= 1000
+    np.testing.assert_array_equal(points, x[rows - 1000].astype(np.float64))
+
+
+def test_weighted_kmeans_ends_at_a_fixed_point():
+    rng = np.random.default_rng(5)
+    points = rng.standard_normal((200, 3)) + 6 * rng.integers(0, 4, (200, 1))
+    weights = rng.integers(0, 50, 200).astype(np.float64)
+    c = kmeans_init.weighted_kmeans(points, weights, 4, seed=2)
+    labels = ((points[:, None] - c[None]) ** 2).sum(axis=2).argmin(axis=1)
+    for j in range(4):
+        mine = labels == j
+        np.testing.assert_allclose(c[j], np.average(points[mine], axis=0, weights=weights[mine]),
+                                   rtol=1e-12, atol=1e-12)
+    chosen = {"points": points, "weights": weights}
+    assert kmeans_check_init.check_fixed_point(chosen, c) is None
+    # from any start the steps end at one, which the check accepts too
+    mid = kmeans_init.weighted_lloyd(points, weights, points[:4])
+    assert kmeans_check_init.check_fixed_point(chosen, mid) is None
+    assert "not a fixed point" in kmeans_check_init.check_fixed_point(chosen, points[:4])
+    moved = c.copy()
+    moved[2, 1] += 1e-6
+    assert kmeans_check_init.check_fixed_point(chosen, moved).startswith("initial centroid 2")
+    assert np.array_equal(kmeans_init.weighted_kmeans(points, weights, 4, seed=2), c)
+
+
+def test_the_init_checks_fail_on_crafted_wrong_candidates():
+    ctx = {"k": 2, "samples": 50, "features": 2, "seed": 3}
+    first = int(kmeans_check_init.seeded_rows(3, 50, 1)[0])
+    good = {"rows": np.array([first, 7, 9]), "points": np.arange(6.0).reshape(3, 2),
+            "weights": np.array([20, 20, 10]), "rounds": np.array([0, 1, 3]),
+            "costs": np.array([9.0, 5.0, 4.0, 3.0, 2.0])}
+    assert kmeans_check_init.check_reported(ctx, good) is None
+    for change, fragment in (({"rows": np.array([first, 7, 50])}, "outside"),
+                             ({"rows": np.array([first])}, "at least --k 2"),
+                             ({"weights": np.array([20, -1, 31])}, "whole counts"),
+                             ({"weights": None}, "whole counts"),
+                             ({"points": np.full((3, 2), np.nan)}, "points of shape"),
+                             ({"rounds": np.array([0, 3, 1])}, "non-decreasing"),
+                             ({"costs": np.array([9.0, 5.0, 4.0, 3.0])}, "ran 4 sampling"),
+                             ({"costs": np.array([9.0, 5.0, 0.0])}, "did not run")):
+        assert fragment in kmeans_check_init.check_reported(ctx, {**good, **change})
+    assert "no initial candidates" in kmeans_check_init.check_reported(ctx, None)
+    read = good["points"].copy()
+    assert kmeans_check_init.check_points(ctx, good, read) is None
+    read[1, 1] += 1e-9  # the data's point differs from the reported candidate
+    assert kmeans_check_init.check_points(ctx, good, read).startswith("initial candidate 1")
+    shifted = {**good, "rows": np.array([(first + 1) % 50, 7, 9])}
+    assert "the seeded row" in kmeans_check_init.check_points(ctx, shifted, good["points"])
+    counted, near = np.array([19.0, 21.0, 10.0]), np.array([1.0, 1.0, 0.0])
+    assert kmeans_check_init.check_weights(good, counted, near, 50.0) is None
+    assert "sum to 50" in kmeans_check_init.check_weights(good, counted, near, 51.0)
+    assert kmeans_check_init.check_weights(good, counted, near * 0, 50.0).startswith(
+        "initial candidate 0 has weight 20; 19 points")
+
+
+def test_the_seeded_blobs_check():
+    centres = np.array([[0.0, 0.0], [20.0, 0.0], [0.0, 20.0]])
+    many = np.array([500.0, 500.0, 500.0])
+    failure, words = kmeans_check_init.check_seeded_blobs(centres + 1.0, centres, many)
+    assert failure is None and "every blob seeded" in words
+    two = centres[[0, 0, 2]] + np.array([[1.0, 0], [-1.0, 0], [0, 0]])
+    failure, _ = kmeans_check_init.check_seeded_blobs(two, centres, many)
+    assert "blob 1 has 0 and blob 0 has 2" in failure
+    failure, words = kmeans_check_init.check_seeded_blobs(two, centres, many * [1, 0.1, 1])
+    assert failure is None and "not paired" in words
+
+
+def test_the_sampling_check_fails_on_a_wrong_cost_or_draw():
+    chosen = {"costs": np.array([100.0, 50.0])}
+    totals = {"counts": np.array([[60.0, 40.0]]), "costs": np.array([100.0, 50.0]),
+              "costs_tol": np.array([1e-9, 1e-9]), "first_wrong": [np.array([])]}
+    assert kmeans_check_init.check_sampling({}, chosen, totals) is None
+    assert "round 1: sampling cost 50.5" in kmeans_check_init.check_sampling(
+        {}, {"costs": np.array([100.0, 50.5])}, totals)
+    totals["first_wrong"].append(np.array([1, 17, 0, 0.01, 0.5]))
+    assert kmeans_check_init.check_sampling({}, chosen, totals) == (
+        "k-means|| round 1: row 17 was not sampled, its draw 0.01 against its probability 0.5")

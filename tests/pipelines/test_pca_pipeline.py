@@ -1,0 +1,195 @@
+"""pca-pipeline on a real CPU LocalCluster: the pieces, both methods, inputs, output, the CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+from conftest import compute_as_runner, numpy_as_array_library, run_cli, verify_on
+
+import daskgpu
+from daskgpu.errors import InputFileError, ParameterError
+from pipelines.pca import check as pca_check
+from pipelines.pca import shared as pca_data
+from pipelines.pca import tasks as pca_blocks
+
+
+def _pca(x: np.ndarray, k: int):
+    """Explained variances and components of ``x`` by NumPy's SVD of the centred array."""
+    centred = x - x.mean(axis=0)
+    _, s, vt = np.linalg.svd(centred, full_matrices=False)
+    return s[:k] ** 2 / (len(x) - 1), vt[:k]
+
+
+def _same_directions(a: np.ndarray, b: np.ndarray, atol: float) -> None:
+    np.testing.assert_allclose(np.abs(np.sum(a * b, axis=1)), 1.0, atol=atol)
+
+
+def test_block_summaries_combine_into_the_r_of_the_centred_whole():
+    """R's of blocks centred on their own means, joined pairwise: R^T R is the whole scatter."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((700, 6)) * 3 + np.arange(6) * 100.0  # a large mean, as in data
+    parts = [pca_blocks.r_summary(x[i:i + 150], "numpy", 64) for i in range(0, 700, 150)]
+    total = parts[0]
+    for part in parts[1:]:
+        total = pca_blocks.combine_r(total, part)
+    rows, mean, r, squares = total
+    centred = x - x.mean(axis=0)
+    assert rows == 700
+    np.testing.assert_allclose(mean, x.mean(axis=0), rtol=1e-13)
+    np.testing.assert_allclose(r.T @ r, centred.T @ centred, rtol=1e-10, atol=1e-8)
+    assert squares == pytest.approx(float((centred**2).sum()), rel=1e-12)
+    found = pca_blocks.finish(total, 3)
+    variance, components = _pca(x, 3)
+    np.testing.assert_allclose(found["explained_variance"], variance, rtol=1e-10)
+    _same_directions(found["components"], components, 1e-10)
+    assert (np.abs(found["components"]).max(axis=1) == found["components"].max(axis=1)).all()
+
+
+def test_power_steps_combine_into_the_centred_gram_times_w():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((300, 5)) + 7.0
+    w = pca_blocks.starting_basis(3, 5, 3)
+    parts = [pca_blocks.power_summary(x[i:i + 100], w) for i in range(0, 300, 100)]
+    total = pca_blocks.combine_power(pca_blocks.combine_power(parts[0], parts[1], basis=w),
+                                     parts[2], basis=w)
+    centred = x - x.mean(axis=0)
+    np.testing.assert_allclose(total[2], centred.T @ centred @ w, rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(w.T @ w, np.eye(3), atol=1e-14)
+
+
+def test_the_known_basis_is_orthonormal_and_seeded():
+    v = pca_data.basis(4, 16)
+    np.testing.assert_allclose(v.T @ v, np.eye(16), atol=1e-14)
+    np.testing.assert_array_equal(v, pca_data.basis(4, 16))
+    assert not np.allclose(v, pca_data.basis(5, 16))
+    assert pca_data.spectrum(4).tolist() == pytest.approx([1.0, 0.9, 0.81, 0.729])
+
+
+@pytest.mark.parametrize("method", ["exact", "randomized"])
+def test_generated_data_verify_and_match_numpy(cpu_client, method):
+    params = {"samples": 3000, "features": 24, "components": 4, "chunks": 700, "seed": 3,
+              "method": method}
+    spec, workload, raw = compute_as_runner(cpu_client, "pca-pipeline", **params)
+    check = verify_on(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+    assert "sampling error" in check.detail
+    blocks = [pca_check.block_of(workload.context, i) for i in range(5)]
+    variance, components = _pca(np.concatenate(blocks), 4)
+    result = raw["result"]
+    np.testing.assert_allclose(result["explained_variance"], variance, rtol=1e-8)
+    _same_directions(result["components"], components, 1e-6)
+    # a result computed on other data fails
+    _, _, other = compute_as_runner(cpu_client, "pca-pipeline", **{**params, "seed": 4})
+    assert not verify_on(cpu_client, spec, workload, copy.deepcopy(other)).ok
+
+
+def test_npy_input_float32_and_components_written(cpu_client, tmp_path):
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((900, 12)) * np.linspace(3, 0.2, 12) + 5).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "components.npy"
+    result = daskgpu.run("pca-pipeline", client=cpu_client, input=str(tmp_path / "x.npy"),
+                         components=3, chunks=200, output=str(out))
+    assert result.verified, result.verification
+    assert "sampling" not in result.verification  # no known spectrum for an input
+    assert result.data["format"] == "npy" and result.data["dtype"] == "float32"
+    variance, components = _pca(x.astype(np.float64), 3)
+    np.testing.assert_allclose(result.value["explained_variance"], variance, rtol=1e-4)
+    written = np.load(out)
+    assert written.shape == (3, 12)
+    _same_directions(written, components, 1e-4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["components.npy", "x.npy"]
+
+
+def test_csv_output_has_a_row_per_component(cpu_client, tmp_path):
+    out = tmp_path / "pcs.csv"
+    result = daskgpu.run("pca-pipeline", client=cpu_client, samples=800, features=6,
+                         components=2, seed=1, output=str(out))
+    assert result.verified, result.verification
+    lines = out.read_text().splitlines()
+    assert lines[0].split(",")[:4] == ["component", "explained_variance",
+                                       "explained_variance_ratio", "f0"]
+    assert len(lines) == 3 and len(lines[1].split(",")) == 3 + 6
+
+
+def test_gpu_branch_computes_with_the_blocks_library(monkeypatch):
+    """The summaries and the check's blocks go through the named library, as CuPy's would."""
+    xp = numpy_as_array_library(monkeypatch, ["asarray", "concatenate", "dot", "linalg"])
+    block = np.random.default_rng(0).standard_normal((50, 4))
+    rows, mean, r, _ = pca_blocks.r_summary(block, "xp_stand_in", None)
+    assert rows == 50 and r.shape == (4, 4)
+    w = pca_blocks.starting_basis(0, 4, 2)
+    assert pca_blocks.power_summary(block, w, "xp_stand_in")[2].shape == (4, 2)
+    assert pca_blocks.projected_r_summary(block, w, "xp_stand_in")[2].shape == (2, 2)
+    z = np.random.default_rng(1).standard_normal((10, 4))
+    x = pca_blocks.generate_block(z, pca_data.spectrum(4), pca_data.basis(0, 4).T, "xp_stand_in")
+    assert x.shape == (10, 4)
+    ctx = {"shape": (20, 4), "row_chunks": (10, 10), "library": "xp_stand_in", "input": None,
+           "seed": 0, "dtype": "float64"}
+    assert pca_check.block_of(ctx, 1).shape == (10, 4)
+    assert len(xp.seeds) == 1  # CuPy's generator seeded with an integer
+
+
+def test_cli_run_json_is_verified():
+    proc = run_cli("run", "pca-pipeline", "--samples", "4000", "--features", "32",
+                   "--method", "randomized", "--workers", "2", "--no-dashboard", "--json",
+                   timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verified"] is True and doc["data"]["shape"] == [4000, 32]
+    assert doc["data"]["method"] == "randomized" and doc["data"]["passes"] == 5
+    assert doc["value"]["components"] == 10 and len(doc["value"]["explained_variance"]) == 5
+    assert len(doc["data"]["explained_variance"]) == 10
+
+
+@pytest.fixture
+def files(tmp_path):
+    np.save(tmp_path / "vector.npy", np.ones(30))
+    np.save(tmp_path / "ints.npy", np.ones((30, 3), dtype=np.int64))
+    np.save(tmp_path / "x.npy", np.ones((30, 3)))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("params", "error", "message"),
+    [
+        ({"input": "vector.npy"}, InputFileError, "2 axes"),
+        ({"input": "ints.npy"}, InputFileError, "float32 or float64"),
+        ({"input": "x.npy", "components": 4}, ParameterError, "at most 3"),
+        ({"input": "x.npy", "seed": 3}, ParameterError, "--seed"),
+        ({"features": 8, "components": 9}, ParameterError, "at most 8"),
+        ({"samples": 2**62, "features": 2**12}, ParameterError, "smaller size"),
+        ({"features": 10**6}, ParameterError, "at most 4096"),
+        ({"samples": 1}, ParameterError, "at least 2"),
+        ({"samples": 10**6, "chunks": "1"}, ParameterError, "more rows per block"),
+        ({"samples": 100, "features": 16, "chunks": "10,4"}, ParameterError, "whole rows"),
+    ],
+)
+def test_bad_parameters_are_refused_up_front(files, params, error, message):
+    params = {k: str(files / v) if k == "input" else v for k, v in params.items()}
+    with pytest.raises(error, match=message):
+        daskgpu.get_pipeline("pca-pipeline").resolve(**params)
+
+
+def test_projection_written_and_checked(cpu_client, tmp_path):
+    import zarr
+
+    params = {"samples": 1500, "features": 10, "components": 3, "chunks": 400, "seed": 6,
+              "project": str(tmp_path / "t.zarr")}
+    result = daskgpu.run("pca-pipeline", client=cpu_client, **params)
+    assert result.verified, result.verification
+    assert "projection" in result.verification and result.data["passes"] == 2
+    spec, workload, raw = compute_as_runner(cpu_client, "pca-pipeline",
+                                            **{**params, "project": str(tmp_path / "u.zarr")})
+    x = np.concatenate([pca_check.block_of(workload.context, i) for i in range(4)])
+    expected = (x - x.mean(axis=0)) @ raw["result"]["components"].T
+    np.testing.assert_allclose(zarr.open_array(str(tmp_path / "t.zarr"))[:], expected,
+                               rtol=1e-9, atol=1e-9)
+    for key, change in (("projected_squares", 1.001), ("projected_sums", 1e-3)):
+        altered = copy.deepcopy(raw)
+        altered[key] = altered[key] * change if change > 1 else altered[key] + change * 1500
+        check = verify_on(cpu_client, spec, workload, altered)
+        assert not check.ok and "projection" in check.detail, check.detail

@@ -1,0 +1,519 @@
+"""train-pipeline: data-parallel softmax regression on CPU workers, checked against NumPy."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+
+import distributed
+import numpy as np
+import pytest
+from conftest import (
+    assert_one_error_line,
+    compute_as_runner,
+    numpy_as_array_library,
+    run_cli,
+    verify_on,
+)
+
+import daskgpu
+from daskgpu.errors import ParameterError
+from daskgpu.execution import answers
+from daskgpu.toolkit import backends, data_parallel, numeric, registry
+from pipelines.train import check as train_check
+from pipelines.train import check_replay as train_replay
+from pipelines.train import pipeline as train_pipeline
+from pipelines.train import shared as train_data
+from pipelines.train import tasks as train_steps
+
+SMALL = {"samples": 3000, "features": 20, "classes": 4, "steps": 6, "learning_rate": 0.8,
+         "chunks": 700, "seed": 11}
+
+
+def numpy_replay(params: dict) -> dict:
+    """The same training, written out in plain NumPy on all rows at once (float64)."""
+    d, k = params["features"], params["classes"]
+    teacher = train_steps.teacher_weights(params["seed"], d, k)
+    sizes = numeric.shard_sizes(params["samples"], params["chunks"])
+    shards = [train_steps.make_shard(params["seed"], train_data.TRAIN, i, rows, d, k,
+                                        "float32", "numpy", teacher)
+              for i, rows in enumerate(sizes)]
+    x = np.concatenate([s["x"] for s in shards]).astype(np.float64)
+    x = np.hstack([x, np.ones((x.shape[0], 1))])
+    y = np.concatenate([s["y"] for s in shards])
+    onehot = np.eye(k)[y]
+    w = np.zeros((d + 1, k))
+    losses, weights = [], [w]
+    for _ in range(params["steps"] + 1):
+        z = x @ w
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+        losses.append(float(-np.log(p[np.arange(len(y)), y]).mean()))
+        if len(weights) <= params["steps"]:
+            w = w - params["learning_rate"] * x.T @ (p - onehot) / len(y)
+            weights.append(w)
+    return {"weights": np.stack(weights), "losses": np.array(losses)}
+
+
+@pytest.fixture(scope="module")
+def small_run(cpu_client):
+    return compute_as_runner(cpu_client, "train-pipeline", **SMALL)
+
+
+def test_training_matches_a_plain_numpy_replay(small_run):
+    _spec, workload, raw = small_run
+    expected = numpy_replay(SMALL)
+    assert raw["weights"].shape == (SMALL["steps"] + 1, SMALL["features"] + 1, SMALL["classes"])
+    assert raw["weights"].dtype == np.float32
+    np.testing.assert_allclose(raw["weights"], expected["weights"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(raw["losses"], expected["losses"], rtol=1e-5)
+    assert raw["losses"][0] == pytest.approx(np.log(SMALL["classes"]))
+    assert np.all(np.diff(raw["losses"]) < 0)  # a safe rate: the loss falls at every step
+    assert len(raw["step_s"]) == SMALL["steps"]
+    assert all(w >= c >= 0 for w, c in zip(raw["step_s"], raw["step_compute_s"], strict=True))
+    assert workload.context["train_sizes"] == (700, 700, 700, 700, 200)
+
+
+def test_driving_from_the_client_gives_the_same_training(cpu_client, small_run):
+    _spec, workload, raw = small_run
+    driven = train_pipeline.drive(workload, cpu_client.client)
+    # BLAS may round a product differently from call to call (it picks kernels by alignment)
+    np.testing.assert_allclose(driven["weights"], raw["weights"], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(driven["losses"], raw["losses"], rtol=1e-6)
+    np.testing.assert_allclose(driven["right"], raw["right"], atol=2)
+
+
+def test_the_run_verifies_and_learns(cpu_client, small_run):
+    spec, workload, raw = small_run
+    check = verify_on(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+    assert "steps recomputed" in check.detail
+    tested = train_data.held_out_rows(SMALL["samples"])
+    assert raw["test_right"] / tested > 0.5 and raw["test_right"] <= raw["test_best"] + 60
+
+
+def test_a_wrong_learning_rate_or_seed_in_the_run_fails_verification(cpu_client, small_run):
+    """The check recomputes from the parameters, not from the run's own numbers."""
+    spec, workload, raw = small_run
+    for change in ({"learning_rate": SMALL["learning_rate"] * 1.1}, {"seed": SMALL["seed"] + 1}):
+        workload.context.update(change)
+        try:
+            check = verify_on(cpu_client, spec, workload, raw)
+        finally:
+            workload.context.update({k: SMALL[k] for k in change})
+        assert not check.ok, change
+        assert "weights" in check.detail, check.detail
+
+
+def test_the_baseline_gives_the_runs_value(cpu_client):
+    result = daskgpu.run("train-pipeline", cpu_client, samples=2000, features=16, classes=3,
+                         steps=3, seed=5)
+    assert result.verified, result.verification
+    spec = registry.get("train-pipeline")
+    seconds, answer = spec.baseline(spec.resolve(cpu_client.backend, **result.params))
+    assert seconds > 0
+    assert answers.difference(result.value, answer) is None
+    assert set(result.value) == {"loss", "test_loss", "losses"}
+    assert result.value["losses"][0] > result.value["loss"]
+    assert {"step time", "samples/s", "loss per step", "accuracy per step"} <= set(result.data)
+    assert result.data["step_s"] >= result.data["step_compute_s"] > 0
+    assert len(result.data["accuracies"]) == 4
+    assert result.data["train_accuracy"] == result.data["accuracies"][-1] > 1 / 3
+
+
+def test_cli_run_is_verified_and_reports_each_step():
+    proc = run_cli("run", "train-pipeline", "--cpu", "--workers", "2", "--samples", "20000",
+                   "--steps", "5", "--seed", "3", "--no-dashboard", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verified"], doc["verification"]
+    value, data = doc["value"], doc["data"]
+    assert len(value["losses"]) == len(data["accuracies"]) == 6
+    assert value["loss"] == value["losses"][-1] < value["losses"][0]
+    assert 0.1 < data["test_accuracy"] <= data["best_accuracy"] + 0.05
+    assert data["shape"] == [20000, 784] and doc["params"]["classes"] == 10
+    assert data["samples/s"] > 0 and data["step_s"] >= data["step_communication_s"] >= 0
+    assert doc["timings"]["compute_s"] > 0
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--classes", "1"], "--classes"),
+    (["--learning-rate", "-1"], "--learning-rate"),
+    (["--samples", "0"], "--samples"),
+    (["--samples", "100000000", "--chunks", "10"], "shards"),
+])
+def test_cli_hostile_option_is_one_error_line(args, fragment):
+    started = time.perf_counter()
+    proc = run_cli("run", "train-pipeline", *args, "--cpu", "--workers", "1", timeout=60)
+    assert_one_error_line(proc, started, fragment)
+
+
+@pytest.mark.parametrize(("params", "fragment"), [
+    ({"learning_rate": "nan"}, "--learning-rate"),
+    ({"learning_rate": 0}, "positive"),
+    ({"steps": 0}, "--steps"),
+    ({"classes": 2**31}, "weights"),
+    ({"features": 10**8}, "weights"),
+    ({"chunks": "100,5"}, "whole rows"),
+    ({"chunks": "100,784,3"}, "whole rows"),
+    ({"dtype": "float16"}, "--dtype"),
+])
+def test_hostile_parameters_are_refused_before_any_cluster(params, fragment):
+    with pytest.raises(ParameterError, match=fragment) as err:
+        registry.get("train-pipeline").resolve(**params)
+    assert "\n" not in str(err.value)
+
+
+def test_defaults_follow_the_backend():
+    spec = registry.get("train-pipeline")
+    assert spec.resolve()["samples"] == train_pipeline.CPU_DEFAULT_SAMPLES
+    gpu = backends.Backend("gpu", "cupy", "cudf", (), workers=4, threads=4)
+    assert spec.resolve(gpu)["samples"] == train_pipeline.GPU_DEFAULT_SAMPLES
+    assert data_parallel.rows_per_shard("auto", 10, gpu) == 3
+    with pytest.raises(ParameterError, match="TiB"):
+        spec.resolve(samples=2**62)
+
+
+def test_data_parallel_tree_reduce_and_step(cpu_client):
+    client = cpu_client.client
+    futures = [client.scatter(((np.full(3, float(i)), i), 0.1 * i)) for i in range(5)]
+    total = data_parallel.tree_reduce(client, futures, data_parallel.add_pairs).result()
+    np.testing.assert_array_equal(total[0][0], np.full(3, 10.0))
+    assert total[0][1] == 10 and total[1] == pytest.approx(0.4)
+    shards = data_parallel.place(client, np.arange, [(4,), (6,), (8,)])
+    distributed.wait(shards)
+    homes = client.who_has(shards)
+    assert len({w for held in homes.values() for w in held}) == 2  # round-robin on 2 workers
+    summed, spent = data_parallel.step(client, shards, _sum_task, data_parallel.add_pairs, 2)
+    assert summed == (2 * (6 + 15 + 28),) and spent.wall_s >= spent.compute_s >= 0
+    with pytest.raises(ValueError):
+        data_parallel.tree_reduce(client, [], data_parallel.add_pairs)
+
+
+def _sum_task(shard, factor):
+    return (int(shard.sum()) * factor,), 0.0
+
+
+def test_shard_keys_pickle_as_keys_only(cpu_client):
+    import pickle
+
+    future = cpu_client.client.scatter(np.arange(3))
+    keys = data_parallel.ShardKeys.holding([future])
+    copied = pickle.loads(pickle.dumps(keys))
+    assert copied.keys == (future.key,) and copied.futures == []
+    keys.release()
+    assert keys.futures == []
+
+
+# ------------------------------------------------------------- the GPU branches, on NumPy
+
+
+@pytest.fixture
+def stand_in_library(monkeypatch):
+    """NumPy as the array library, with CuPy's integer-seeded generator (conftest); arrays
+    come back through ``to_host``."""
+    return numpy_as_array_library(monkeypatch, (
+        "asarray", "empty", "zeros", "argmax", "log", "exp", "arange", "sqrt", "abs", "sort",
+        "take_along_axis", "bincount", "full_like", "moveaxis", "inf", "full"))
+
+
+def test_gpu_branches_draw_train_and_check_alike(stand_in_library):
+    d, k, rows = 12, 3, 500
+    teacher = train_steps.teacher_weights(4, d, k)
+    shard = train_steps.make_shard(4, train_data.TRAIN, 1, rows, d, k, "float32",
+                                      "xp_stand_in", teacher)
+    on_numpy = train_steps.make_shard(4, train_data.TRAIN, 1, rows, d, k, "float32",
+                                         "numpy", teacher)
+    assert not np.array_equal(shard["x"], on_numpy["x"])  # another generator, seeded apart
+    w = np.zeros((d + 1, k), np.float32)
+    (gradient, loss, right, read), _ = train_steps.shard_pass(shard, w, True, "xp_stand_in")
+    assert read == rows
+    weights = np.stack([w, (w - gradient / rows).astype(np.float32)])
+    spec = {"seed": 4, "part": train_data.TRAIN, "index": 1, "rows": rows, "classes": k}
+    totals = train_replay.shard_totals(spec, weights, [0], None, "float32", "xp_stand_in")
+    seeds = stand_in_library.seeds
+    assert len(seeds) == 2 and seeds[0] == seeds[1]  # the run and the check drew shard 1 alike
+    assert totals["loss"][0] == pytest.approx(loss, rel=1e-6)
+    np.testing.assert_allclose(totals["gradient"][0], gradient, rtol=1e-4, atol=1e-4)
+    assert totals["labels"].sum() == rows and totals["right"][0] == right
+
+
+def test_the_pipeline_modules_import_no_gpu_library():
+    """The array library is imported by name on the workers (``library``), never here."""
+    import ast
+
+    for name in ("pipelines.train.pipeline", "pipelines.train.tasks", "pipelines.train.check",
+                 "pipelines.train.check_replay", "pipelines.train.inputs",
+                 "daskgpu.toolkit.data_parallel"):
+        tree = ast.parse(open(importlib.util.find_spec(name).origin).read())
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, (ast.Import, ast.ImportFrom))
+                    for alias in (node.names if isinstance(node, ast.Import)
+                                  else [ast.alias(node.module or "")])}
+        assert not imported & {"cupy", "cudf", "cupyx"}, (name, imported)
+
+
+def test_the_accuracy_bounds_can_fail():
+    ctx = {"samples": 10_000, "features": 9}
+    totals = {"test_rows": 1000, "floor": 300.0, "ceiling": 800.0, "test": {"best": 750.0}}
+    assert train_check._check_bounds(ctx, {"test_right": 500}, totals, []) is None
+    assert "teacher's best" in train_check._check_bounds(ctx, {"test_right": 801}, totals, [])
+    assert "nothing was learned" in train_check._check_bounds(ctx, {"test_right": 299},
+                                                              totals, [])
+    few = {"samples": 99, "features": 9}  # under 10 rows per feature: learning not required
+    assert train_check._check_bounds(few, {"test_right": 299}, totals, []) is None
+    assert 1.9 < train_check.safe_rate(10**6, 784) < 2.0
+    assert train_check.safe_rate(100, 784) < 0.2
+
+
+def test_the_runner_drives_an_iterative_workload_and_times_it_as_the_compute(cpu_client):
+    import dask
+
+    from daskgpu.execution import runner
+    from daskgpu.toolkit.workload import Verification, Workload
+
+    def never(_):
+        raise AssertionError("the collection was computed instead of driven")
+
+    def drive(workload, client):
+        # the run's client, waiting as the runner waits (lost workers end it in one line)
+        assert client.id == cpu_client.client.id
+        time.sleep(0.3)
+        return client.results([client.submit(sum, [40, 2])])[0]
+
+    spec = registry.Pipeline(
+        "driven-test", "s", (),
+        lambda resolved: Workload(collection=dask.delayed(never)(1), drive=drive, elements=1,
+                                  nbytes=8),
+        lambda workload, raw: Verification(raw == 42, f"got {raw}"))
+    result = runner.run(spec, cpu_client)
+    assert result.value == 42 and result.verified
+    assert result.timings["compute_s"] >= 0.3
+
+
+# ------------------------------------------------------------- --input/--labels, --batch-size
+
+
+def _teacher_data(rows: int, d: int, k: int, seed: int):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, d))
+    y = (x @ rng.standard_normal((d, k)) + rng.gumbel(size=(rows, k))).argmax(axis=1)
+    return x, y
+
+
+def _held_out(seed: int, rows: int) -> np.ndarray:
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(train_data.HELD_OUT,)))
+    return rng.choice(rows, size=train_data.input_held_out(rows), replace=False)
+
+
+def _descent(x, y, k, steps, rate, batches=None):
+    """Gradient descent in float64; ``batches[t]`` lists (rows, scale) per shard, or all rows."""
+    x1 = np.hstack([x, np.ones((len(x), 1))])
+    w, trajectory = np.zeros((x1.shape[1], k)), []
+    for t in range(steps):
+        trajectory.append(w)
+        parts = batches[t] if batches else [(np.arange(len(x)), 1.0)]
+        g = np.zeros_like(w)
+        for rows, scale in parts:
+            z = x1[rows] @ w
+            p = np.exp(z - z.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            p[np.arange(len(rows)), y[rows]] -= 1
+            g += scale * x1[rows].T @ p
+        w = w - rate * g / len(x)
+    return np.stack([*trajectory, w])
+
+
+@pytest.fixture(scope="module")
+def input_files(tmp_path_factory):
+    import zarr
+
+    base = tmp_path_factory.mktemp("train-input")
+    x, y = _teacher_data(2500, 12, 3, 1)
+    np.save(base / "x.npy", x)
+    np.save(base / "y.npy", y.astype(np.int16))
+    z = zarr.create_array(str(base / "x.zarr"), shape=x.shape, dtype="float32",
+                          chunks=(700, 12))
+    z[:] = x.astype(np.float32)
+    return {"x": x, "y": y, "npy": str(base / "x.npy"), "zarr": str(base / "x.zarr"),
+            "labels": str(base / "y.npy"), "base": base}
+
+
+@pytest.mark.parametrize(("features", "batch"), [("npy", None), ("zarr", 400)])
+def test_training_on_an_input_matches_numpy_and_verifies(cpu_client, input_files, features,
+                                                         batch):
+    params = {"input": input_files[features], "labels": input_files["labels"], "classes": 3,
+              "steps": 4, "learning_rate": 0.7, "chunks": 600, "seed": 9, "batch_size": batch}
+    spec, workload, raw = compute_as_runner(cpu_client, "train-pipeline", **params)
+    ctx = workload.context
+    test = _held_out(9, 2500)
+    keep = np.setdiff1d(np.arange(2500), test)
+    x = input_files["x"].astype(np.float32 if features == "zarr" else np.float64)[keep]
+    y = input_files["y"][keep]
+    assert ctx["samples"] == len(keep) == 2250 and sum(ctx["test_sizes"]) == 250
+    assert ctx["dtype"] == ("float32" if features == "zarr" else "float64")
+    batches = None
+    if batch is not None:  # each shard's rows of each step, drawn as documented
+        starts = np.cumsum((0, *ctx["train_sizes"]))
+        batches = []
+        for t in range(4):
+            step = []
+            for s, n in enumerate(ctx["train_sizes"]):
+                rng = np.random.default_rng(np.random.SeedSequence(
+                    9, spawn_key=(train_data.BATCH, t, s)))
+                b = max(1, min(n, int(np.floor(batch * n / 2250 + 0.5))))
+                step.append((starts[s] + np.sort(rng.choice(n, b, replace=False)), n / b))
+            batches.append(step)
+        assert raw["rows"].tolist() == [sum(len(r) for r, _ in batches[0])] * 4 + [2250]
+    expected = _descent(x.astype(np.float64), y, 3, 4, 0.7, batches)
+    np.testing.assert_allclose(raw["weights"], expected, rtol=1e-4, atol=1e-5)
+    check = verify_on(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+    assert "no teacher" in check.detail
+    assert ("mini-batches" in check.detail) == (batch is not None)
+    # the same replay fails when it reads other batches or another split
+    workload.context["seed"] = 10
+    try:
+        assert not verify_on(cpu_client, spec, workload, raw).ok
+    finally:
+        workload.context["seed"] = 9
+
+
+def test_mini_batches_on_teacher_data_verify_and_mutations_fail(cpu_client):
+    params = {**SMALL, "batch_size": 300, "steps": 5}
+    spec, workload, raw = compute_as_runner(cpu_client, "train-pipeline", **params)
+    full = compute_as_runner(cpu_client, "train-pipeline", **SMALL)[2]
+    assert not np.allclose(raw["weights"][2], full["weights"][2])  # other rows, other steps
+    assert raw["rows"][0] == 300 and raw["rows"][-1] == SMALL["samples"]
+    check = verify_on(cpu_client, spec, workload, raw)
+    assert check.ok, check.detail
+    assert "mini-batches of 300 rows" in check.detail and "may rise" in check.detail
+    for mutation in spec.mutations:
+        assert not verify_on(cpu_client, spec, workload, mutation.alter(dict(raw))).ok, mutation
+    miscounted = {**raw, "rows": raw["rows"] + np.r_[1, np.zeros(5, int)]}
+    assert "rows read at step 0" in verify_on(cpu_client, spec, workload, miscounted).detail
+    workload.context["batch"] = 400  # the check draws the batches again: a wrong size fails
+    try:
+        assert not verify_on(cpu_client, spec, workload, raw).ok
+    finally:
+        workload.context["batch"] = 300
+
+
+def test_the_baseline_trains_on_the_same_batches_and_input(cpu_client, input_files):
+    result = daskgpu.run("train-pipeline", cpu_client, input=input_files["npy"],
+                         labels=input_files["labels"], classes=3, steps=3, batch_size=500,
+                         seed=5)
+    assert result.verified, result.verification
+    assert result.params["samples"] is None and result.params["dtype"] == "float64"
+    spec = registry.get("train-pipeline")
+    _seconds, answer = spec.baseline(spec.resolve(cpu_client.backend, **result.params))
+    assert answers.difference(result.value, answer) is None
+    assert "best_accuracy" not in result.data and result.data["samples/s"] > 0
+
+
+def test_training_rows_of_an_input_shard_are_the_rows_not_held_out():
+    from pipelines.train import inputs as train_input
+
+    test = np.sort(_held_out(2, 1000))
+    ranges = train_input.file_ranges(1000, test, (300, 300, 300))
+    kept = np.setdiff1d(np.arange(1000), test)
+    assert ranges[0][0] == 0 and ranges[-1][1] == 1000
+    assert sum(len(t) for *_, t in ranges) == 100
+    for s, (a, b, held) in enumerate(ranges):
+        mine = np.setdiff1d(np.arange(a, b), a + held)
+        np.testing.assert_array_equal(mine, kept[300 * s:300 * (s + 1)])
+        np.testing.assert_array_equal(
+            train_replay._training_rows(300 * s, 300, test), mine)
+
+
+@pytest.fixture(scope="module")
+def hostile_train_files(input_files):
+    base, files = input_files["base"], {}
+    for name, array in {
+        "short": np.arange(10), "negative": np.r_[-1, np.zeros(2499, int)],
+        "floats": np.zeros(2500), "wide": np.zeros((2500, 2), int),
+        "cube": np.zeros((10, 3, 2)), "ints": np.zeros((2500, 3), int),
+        "one-row": np.zeros((1, 3)), "one-label": np.zeros(1, int),
+        "flat": np.zeros(2500), "complex": np.zeros((5, 2), complex),
+    }.items():
+        np.save(base / f"{name}.npy", array)
+        files[name] = str(base / f"{name}.npy")
+    return {**input_files, **files}
+
+
+@pytest.mark.parametrize(("given", "fragment"), [
+    ({"input": "npy", "labels": "short"}, "10 labels for the 2500 rows"),
+    ({"input": "npy", "labels": "labels", "classes": 2}, "labels from 0 to 2"),
+    ({"input": "npy", "labels": "negative"}, "labels from -1"),
+    ({"input": "npy", "labels": "floats"}, "integer class labels"),
+    ({"input": "npy", "labels": "wide"}, "one label per row"),
+    ({"input": "cube", "labels": "labels"}, "a matrix of samples x features"),
+    ({"input": "flat", "labels": "labels"}, "a matrix of samples x features"),
+    ({"input": "ints", "labels": "labels"}, "float32 or float64"),
+    ({"input": "complex", "labels": "labels"}, "complex128"),
+    ({"input": "one-row", "labels": "one-label"}, "at least 2"),
+    ({"labels": "labels"}, "--labels without --input"),
+    ({"input": "npy"}, "--input without --labels"),
+    ({"input": "npy", "labels": "labels", "samples": 100}, "--samples: applies to generated data"),
+    ({"input": "npy", "labels": "labels", "dtype": "float64"}, None),  # the input's own: fine
+    ({"input": "zarr", "labels": "labels", "dtype": "float64"}, "the input holds float32"),
+    ({"input": "npy", "labels": "labels", "batch_size": 2251}, "over the 2250 training rows"),
+    ({"batch_size": 3001, "samples": 3000}, "--batch-size 3001"),
+])
+def test_hostile_inputs_are_one_line_before_any_cluster(hostile_train_files, given, fragment):
+    from daskgpu.errors import DaskGPUError
+
+    params = {k: hostile_train_files.get(v, v) if k in ("input", "labels") else v
+              for k, v in given.items()}
+    spec = registry.get("train-pipeline")
+    if fragment is None:
+        assert spec.resolve(**params)["dtype"] == "float64"
+        return
+    with pytest.raises(DaskGPUError) as err:
+        spec.resolve(**params)
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cli_refuses_labels_out_of_range_in_one_line(input_files, tmp_path):
+    started = time.perf_counter()
+    proc = run_cli("run", "train-pipeline", "--input", input_files["npy"], "--labels",
+                   input_files["labels"], "--classes", "2", "--cpu", "--workers", "1",
+                   timeout=60)
+    assert_one_error_line(proc, started, "--labels", "--classes 3")
+
+
+def test_a_rising_loss_on_an_input_fails_where_the_rate_is_safe():
+    ctx = {"input": {"rows": 10}, "batch": None, "samples": 100, "learning_rate": 1.0}
+    totals = {"gram": 100 * np.eye(3), "loss_tol": np.zeros(3)}
+    assert train_check.input_safe_rate(totals["gram"], 100) == pytest.approx(4.0)
+    raw = {"losses": np.array([1.0, 0.9, 0.95])}
+    assert "loss rose" in train_check._check_descent(ctx, raw, totals, [])
+    assert train_check._check_descent({**ctx, "learning_rate": 5.0}, raw, totals, []) is None
+    assert train_check._check_descent({**ctx, "batch": 10}, raw, totals, []) is None
+    trace = {"gram": np.array([300.0]), "loss_tol": np.zeros(3)}  # the trace: a safe bound
+    assert train_check.input_safe_rate(trace["gram"], 100) == pytest.approx(4 / 3)
+
+
+@pytest.mark.parametrize("gradient", [True, False])
+def test_a_cpu_pass_in_blocks_equals_one_over_the_whole_shard(monkeypatch, gradient):
+    """Blocks of 7 rows (the last one short) give the whole shard's sums; ties go to the first
+    class, as argmax's do, so zero weights count the rows labelled 0 as right."""
+    d, k, rows = 11, 4, 100
+    teacher = train_steps.teacher_weights(3, d, k)
+    shard = train_steps.make_shard(3, train_data.TRAIN, 0, rows, d, k, "float32", "numpy",
+                                      teacher)
+    monkeypatch.setattr(train_steps, "BLOCK_BYTES", 7 * d * 4)
+    monkeypatch.setattr(train_steps, "MIN_BLOCK_ROWS", 1)
+    x, y = shard["x"], shard["y"]
+    for w in (np.zeros((d + 1, k), np.float32), (teacher * 0.5).astype(np.float32)):
+        blocked = train_steps.shard_pass(shard, w, gradient, "numpy")[0][:3]
+        whole = train_steps._pass_in_blocks(np, x, y, w, gradient, rows)  # one block
+        assert blocked[2] == whole[2]
+        assert blocked[1] == pytest.approx(whole[1], rel=1e-6)
+        if gradient:
+            np.testing.assert_allclose(blocked[0], whole[0], rtol=1e-5, atol=1e-5)
+        else:
+            assert blocked[0] == whole[0] == 0.0
+    assert train_steps._pass_in_blocks(np, x, y, np.zeros((d + 1, k), np.float32), False,
+                                       7)[2] == int((y == 0).sum())
