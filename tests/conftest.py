@@ -90,6 +90,22 @@ def cpu_client():
         yield client
 
 
+@pytest.fixture(scope="module")
+def in_process_client():
+    """A session on two one-thread workers that are threads of this process.
+
+    A computing function monkeypatched in a test (a fault injected into a pipeline's tasks) is
+    the one the tasks call: worker processes would import their own, unpatched copy.
+    """
+    from distributed import Client, LocalCluster
+
+    from daskgpu.clusters import session as sessions
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        yield sessions.for_client(client)
+
+
 def run_cli(*args, env=None, timeout=180, cwd=None):
     """Run ``python cli.py ARGS`` in a subprocess; return the CompletedProcess."""
     import subprocess
@@ -168,12 +184,12 @@ def compute_as_runner(session, name: str, **params):
                                            None)
 
 
-def verify_on(session, spec, workload, raw):
-    """A pipeline's verification of ``raw``, computing its checks on ``session``'s cluster."""
+def verify_on(session, spec, workload, raw, depth: str = "full"):
+    """A pipeline's verification of ``raw`` at ``depth``, its checks computed on ``session``."""
     import dask
 
     with dask.config.set(scheduler=session.client):
-        return spec.verify(workload, raw)
+        return spec.check(workload, raw, depth)
 
 
 def numpy_as_array_library(monkeypatch, names):

@@ -55,6 +55,7 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
     dashboard = not kwargs.pop("no_dashboard")
     options = {k: kwargs.pop(k) for k in cli_options.CLUSTER_KEYS}
     overwrite = kwargs.pop("overwrite", False)
+    verify = kwargs.pop("verify")
     params = {k: v for k, v in kwargs.items() if v is not None}
     err = Console(stderr=True, soft_wrap=True, markup=False)  # one line even when piped; text as is
     chosen = plan(dashboard=dashboard, **options)
@@ -83,7 +84,8 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
         if keep_open and session.dashboard:
             dashboards.record_task_stream(session.client)  # a page opened later shows this run
         progress = sys.stdout.isatty() and talk
-        result = runner.execute(spec, session, resolved, progress=progress, report=report_path)
+        result = runner.execute(spec, session, resolved, progress=progress, report=report_path,
+                                verify=verify)
         result.timings["import_s"] = imported
         if keep_open:
             _show(result, as_json)
@@ -93,7 +95,10 @@ def _run_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
         result.timings["close_s"] = time.perf_counter() - closing
         result.timings["process_s"] = process_clock.seconds_since_start()
         _show(result, as_json)
-    if not result.verified:
+    if result.verified is False:
+        unwritten = [n for n in result.notices if n not in chosen.notices]
+        err.print("; ".join([f"error: the result did not verify ({result.verify})", *unwritten]),
+                  highlight=False)
         raise SystemExit(EXIT_VERIFY_FAILED)
 
 
@@ -163,7 +168,8 @@ def _bench_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
 
     quiet = kwargs.pop("quiet")
     dashboard = not kwargs.pop("no_dashboard")
-    knobs = {k: kwargs.pop(k) for k in ("repeat", "warmup", "sweep", "weak", "json_path", "plot")}
+    knobs = {k: kwargs.pop(k) for k in ("repeat", "warmup", "sweep", "weak", "json_path", "plot",
+                                         "verify")}
     options = {k: kwargs.pop(k) for k in cli_options.CLUSTER_KEYS}
     options["dashboard"] = dashboard
     params = {k: v for k, v in kwargs.items() if v is not None}
@@ -174,7 +180,8 @@ def _bench_pipeline(spec: registry.Pipeline, kwargs: dict) -> None:
             err.print(text, highlight=False)
 
     result = benchmarks.bench(spec.name, params, options, knobs["repeat"], knobs["warmup"],
-                              sweep=knobs["sweep"], weak=knobs["weak"], progress=progress)
+                              sweep=knobs["sweep"], weak=knobs["weak"], progress=progress,
+                              verify=knobs["verify"])
     if not quiet:
         for note in result.notices:
             err.print(note, highlight=False)

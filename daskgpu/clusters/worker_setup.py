@@ -6,11 +6,11 @@
   KeyboardInterrupt traceback.
 - numba-cuda can compile under numpy 2.5 (see :mod:`daskgpu.kernels.compat`), whoever
   compiles first on the worker.
-- The pipeline a cluster was started for (``daskgpu.worker.warm-up``) is imported, and its
-  ``warm_up`` run, as the worker starts, before it registers with the scheduler: the first
-  compute finds the modules imported and the kernels loaded, as a warm cluster's would. Not in
-  a background thread: an import there racing a task's unpickling deadlocked in the import
-  hook that dask-cuda's dependency (rapids-dask-dependency) installs for dask.
+- The pipeline a cluster was started for (``daskgpu.worker.warm-up``) is imported with its
+  check's module, and its ``warm_up`` run, as the worker starts, before it registers with the
+  scheduler: the first compute finds the modules imported and the kernels loaded, as a warm
+  cluster's would. Not in a background thread: an import there racing a task's unpickling deadlocked
+  in the import hook that dask-cuda's dependency (rapids-dask-dependency) installs for dask.
 - With an RMM pool (``--rmm-pool-size``), Numba's device allocations (the kernels' outputs and
   scratch arrays) come from the pool too; dask-cuda routes CuPy's itself. Without this the pool
   would only take memory away from the pipelines.
@@ -61,6 +61,7 @@ def _warm_up(pipeline: str, backend: str) -> None:
     try:
         registry = importlib.import_module("daskgpu.toolkit.registry")
         spec = registry.get(pipeline)
+        importlib.import_module(spec.verify.__module__)  # its check's tasks run here too
         if spec.warm_up is not None:
             spec.warm_up(backend)
     except Exception as exc:  # only a head start: the run itself reports what is wrong

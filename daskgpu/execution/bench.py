@@ -55,7 +55,7 @@ class Measurement:
     ratio: float | None
     speedup: float | None = None
     efficiency: float | None = None
-    verified: bool = True
+    verified: bool | None = True
     gpus: list[str] = field(default_factory=list)
     shape: list[int] | None = None
 
@@ -73,11 +73,12 @@ class BenchResult:
     hardware: dict
     versions: dict
     notices: list[str] = field(default_factory=list)
+    verify: str = "fast"
 
     @property
     def verified(self) -> bool:
-        """True when every timed run checked its answer."""
-        return all(m.verified for m in self.measurements)
+        """True when no timed run failed its check (runs timed with ``verify="off"`` had none)."""
+        return all(m.verified is not False for m in self.measurements)
 
     def as_dict(self) -> dict:
         """A JSON-ready dict."""
@@ -185,14 +186,14 @@ def _baseline(spec, session, resolved: Resolved, times: int, value) -> float | N
 
 
 def _measure(spec, session, resolved: Resolved, repeat: int, warmup: int, baseline_runs: int,
-             devices: int, progress: Callable[[str], None]) -> Measurement:
+             devices: int, progress: Callable[[str], None], verify: str) -> Measurement:
     for i in range(warmup):
         progress(f"{spec.name} on {devices} device(s): warm-up {i + 1}/{warmup}")
-        runner.execute(spec, session, resolved)
+        runner.execute(spec, session, resolved, verify=verify)
     results = []
     for i in range(repeat):
         progress(f"{spec.name} on {devices} device(s): run {i + 1}/{repeat}")
-        results.append(runner.execute(spec, session, resolved))
+        results.append(runner.execute(spec, session, resolved, verify=verify))
     times = [r.timings["compute_s"] for r in results]
     median = statistics.median(times)
     last = results[-1]
@@ -213,7 +214,7 @@ def _measure(spec, session, resolved: Resolved, repeat: int, warmup: int, baseli
         baseline_s=base,
         baseline_elements_per_s=elements / base if elements and base else None,
         ratio=base / median if base is not None and median > 0 else None,
-        verified=all(r.verified for r in results),
+        verified=None if verify == "off" else all(r.verified for r in results),
         gpus=[d.get("name") for d in last.devices],
         shape=list(last.data["shape"]) if "shape" in last.data else None,
     )
@@ -230,6 +231,7 @@ def bench(
     baseline_runs: int | None = None,
     progress: Callable[[str], None] | None = None,
     overwrite: bool = False,
+    verify: str = "fast",
 ) -> BenchResult:
     """Run a pipeline ``repeat`` times after ``warmup`` runs, time its baseline, and summarise.
 
@@ -258,6 +260,8 @@ def bench(
         Whether an existing output (a pipeline's ``output``) may be replaced; checked once,
         before any cluster starts (``params`` may carry it too, as the command line's
         ``--overwrite``). The repeats then replace what the first run wrote.
+    verify : {"fast", "full", "off"}
+        How every timed run checks its answer (``off``: timed without a check, and said so).
 
     Returns
     -------
@@ -269,6 +273,7 @@ def bench(
         For bad settings, before any cluster starts where it can tell.
     """
     validate(repeat, warmup, sweep, weak)
+    runner.check_depth(verify)
     spec = registry.get(name)
     params = dict(params)
     overwrite = bool(params.pop("overwrite", overwrite))
@@ -303,7 +308,8 @@ def bench(
             if resolved is None:
                 resolved = spec.resolve_for_run(session.backend, overwrite or bool(measurements),
                                                 **run_params)
-            m = _measure(spec, session, resolved, repeat, warmup, baseline_runs, devices, note)
+            m = _measure(spec, session, resolved, repeat, warmup, baseline_runs, devices, note,
+                         verify)
             backend_name = backend_name or session.backend.name
         if weak and not measurements:
             dims = _dimensions(m)
@@ -312,7 +318,7 @@ def bench(
     gpus = sorted({g for m in measurements for g in m.gpus if g})
     mode = "weak" if weak else "strong" if sweep else "single"
     return BenchResult(spec.name, backend_name or "cpu", mode, repeat, warmup, measurements,
-                       hardware(gpus), versions(), notices)
+                       hardware(gpus), versions(), notices, verify)
 
 
 def _dimensions(m: Measurement) -> int:

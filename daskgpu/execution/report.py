@@ -86,8 +86,7 @@ def table(result: RunResult) -> Table:
             item = (" x " if key in ("shape", "chunks") else " to ").join(map(str, item))
         t.add_row(key, escape(str(item)))  # paths may hold "[...]"
     t.add_row("value", _value(result.value))
-    verdict = "[green]yes[/green]" if result.verified else "[red]NO[/red]"
-    t.add_row("verified", f"{verdict}: {escape(result.verification)}")
+    t.add_row("verified", verdict_line(result.verified, result.verify, result.verification))
     timings = result.timings
     if timings.get("import_s") is not None:
         t.add_row("import", _seconds(timings["import_s"]))
@@ -190,11 +189,22 @@ def write_bench_plot(result: BenchResult, path: str) -> None:
         fig.savefig(temporary, format="png")
 
 
+def verdict_line(verified: bool | None, depth: str, detail: str) -> str:
+    """``yes (fast): ...``, ``NO (full): ...`` or ``not verified (--verify off)``, marked up."""
+    if verified is None:
+        return f"[yellow]{escape(detail)}[/yellow]"
+    verdict = "[green]yes[/green]" if verified else "[red]NO[/red]"
+    return f"{verdict} ({escape(depth)}): {escape(detail)}"
+
+
 def bench_table(result: BenchResult) -> Table:
     """A rich table of a benchmark: one row per cluster size."""
     unit = "GPUs" if result.backend == "gpu" else "workers"
+    checked = ("timed without a check (--verify off)" if result.verify == "off"
+               else f"each run verified ({result.verify})")
     t = Table(title=f"daskgpu bench: {result.pipeline} ({result.backend}, {result.mode}, "
-              f"{result.repeat} runs after {result.warmup} warm-up)", title_justify="left")
+              f"{result.repeat} runs after {result.warmup} warm-up; {checked})",
+              title_justify="left")
     for col in (unit, "size", "min s", "median s", "max s", "elements/s", "GB/s", "baseline s",
                 "baseline/median", "speedup", "efficiency", "verified"):
         t.add_column(col, justify="right")
@@ -209,7 +219,8 @@ def bench_table(result: BenchResult) -> Table:
             num(m.bytes_per_s and m.bytes_per_s / 1e9, ".2f"), num(m.baseline_s, ".3f"),
             num(m.ratio, ".2f") + ("x" if m.ratio is not None else ""),
             num(m.speedup, ".2f"), num(m.efficiency, ".2f"),
-            "[green]yes[/green]" if m.verified else "[red]NO[/red]",
+            ("[yellow]off[/yellow]" if m.verified is None else
+             "[green]yes[/green]" if m.verified else "[red]NO[/red]"),
         )
     return t
 

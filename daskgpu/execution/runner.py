@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -12,12 +13,13 @@ import dask
 
 from daskgpu.clusters import session as sessions
 from daskgpu.clusters.session import Session
-from daskgpu.errors import python_names
+from daskgpu.errors import ParameterError, python_names
 from daskgpu.execution import faults, memory, task_errors
 from daskgpu.execution.progress import ProgressBar
 from daskgpu.toolkit import backends, output, registry
 from daskgpu.toolkit.backends import Backend
 from daskgpu.toolkit.registry import Pipeline, Resolved
+from daskgpu.toolkit.workload import DEPTHS, Verification
 
 
 @dataclass
@@ -29,7 +31,8 @@ class RunResult:
     ``verify_s``, ``total_s``; the command line adds ``import_s``, from the process's start to
     the cluster's, ``close_s`` and ``process_s``, the whole process until the report);
     ``throughput`` is elements and bytes over ``compute_s`` (and ``flop_per_s`` where the
-    data's description counts ``flop``).
+    data's description counts ``flop``). ``verify`` is the depth the answer was checked at
+    (``fast``, ``full``, or ``off``: then ``verified`` is None, never silently True).
     """
 
     pipeline: str
@@ -39,7 +42,7 @@ class RunResult:
     params: dict
     data: dict
     value: Any
-    verified: bool
+    verified: bool | None
     verification: str
     timings: dict
     throughput: dict
@@ -47,6 +50,7 @@ class RunResult:
     elements: int = 0
     nbytes: int = 0
     notices: list[str] = field(default_factory=list)
+    verify: str = "fast"
 
     def as_dict(self) -> dict:
         """A JSON-ready dict."""
@@ -100,6 +104,7 @@ def run(
     progress: bool = False,
     report: str | None = None,
     overwrite: bool = False,
+    verify: str = "fast",
     **params: Any,
 ) -> RunResult:
     """Build, compute and verify a pipeline on a cluster.
@@ -121,7 +126,12 @@ def run(
         bandwidth) to this self-contained HTML file.
     overwrite : bool
         Replace an existing output file (a pipeline's ``output``); without it an existing one
-        raises ParameterError before anything is computed.
+        raises ParameterError before anything is computed. It is replaced only once the run
+        has verified.
+    verify : {"fast", "full", "off"}
+        How deeply to check the answer: certificates and seeded spot checks at a small share
+        of the compute (``fast``), the exhaustive audit (``full``), or not at all (``off``:
+        ``verified`` is None and the outputs are written unchecked).
     **params
         Pipeline parameters; the rest take their defaults.
 
@@ -143,13 +153,30 @@ def run(
         chosen = sessions.for_client(chosen) if chosen is not None else sessions.current()
         if backend is not None:
             chosen = replace(chosen, known_backend=backend)
+        check_depth(verify)
         resolved = spec.resolve_for_run(chosen.backend, overwrite, **params)
-        return execute(spec, chosen, resolved, progress=progress, report=report)
+        return execute(spec, chosen, resolved, progress=progress, report=report, verify=verify)
+
+
+def check_depth(verify: str) -> None:
+    """Refuse a verification depth other than fast, full or off, in one line.
+
+    Raises
+    ------
+    ParameterError
+        Naming the depths there are.
+    """
+    if verify not in DEPTHS:
+        raise ParameterError(f"--verify {verify}: choose {', '.join(DEPTHS)}")
 
 
 def execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool = False,
-            report: str | None = None) -> RunResult:
+            report: str | None = None, verify: str = "fast") -> RunResult:
     """Build, compute and verify ``resolved`` on ``session`` (outputs already checked).
+
+    Outputs are renamed into place only once the answer has verified (or ``verify`` is
+    ``off``); a run that fails its check removes what it wrote and leaves an existing output
+    as it was, and says so in its notices.
 
     Raises
     ------
@@ -158,12 +185,13 @@ def execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool
     RunFailed
         The workers died, or stayed paused, and the run could not finish.
     """
+    check_depth(verify)
     with task_errors.explained(session.client, resolved.backend.devices):
-        return _execute(spec, session, resolved, progress, report)
+        return _execute(spec, session, resolved, progress, report, verify)
 
 
 def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool,
-             report: str | None) -> RunResult:
+             report: str | None, verify: str) -> RunResult:
     began = time.perf_counter()
     client, backend = session.client, resolved.backend
     t0 = time.perf_counter()
@@ -202,28 +230,24 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
         raise
     if bar is not None:
         bar.end()
-    for temporary, final in workload.outputs:
-        output.commit(temporary, final)
-    value = workload.present(workload, raw) if workload.present else raw
-    if workload.save is not None:
-        workload.save(workload, value)
-    t_output = time.perf_counter()
-    # Outside compute_s and verify_s (it is not the work), and alongside the verification.
-    pending_peaks = memory.peaks_in_background(session, marks)
-    t_verify = time.perf_counter()
-    with dask.config.set(scheduler=watched):  # independent checks compute where the data is
-        check = spec.verify(workload, raw)
-    t3 = time.perf_counter()
-
+    try:
+        value = _present_and_save(workload, raw, resolved.get("output"))
+        t_output = time.perf_counter()
+        # Outside compute_s and verify_s (it is not the work), and alongside the verification.
+        pending_peaks = memory.peaks_in_background(session, marks)
+        t_verify = time.perf_counter()
+        check = _check(spec, workload, raw, verify, watched)
+        t3 = time.perf_counter()
+    except BaseException:
+        _discard(workload.outputs)
+        raise
+    notices = list(session.notices)
+    if check.ok is False:
+        notices.extend(_discard(workload.outputs))
+    else:
+        for temporary, final in workload.outputs:
+            output.commit(temporary, final)
     compute_s = t2 - t1
-    throughput = {
-        "bytes_per_s": workload.nbytes / compute_s if compute_s > 0 else None,
-        "elements_per_s": workload.elements / compute_s if compute_s > 0 else None,
-        "bytes": workload.bytes_are,
-    }
-    flop = workload.description.get("flop")
-    if flop and compute_s > 0:  # a pipeline that counts its floating-point operations
-        throughput["flop_per_s"] = flop / compute_s
     timings = {
         "cluster_start_s": session.start_s,
         "build_s": t1 - t0,
@@ -242,10 +266,52 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
         value=value,
         verified=check.ok,
         verification=check.detail,
+        verify=check.depth or verify,
         timings=timings,
-        throughput=throughput,
+        throughput=_throughput(workload, compute_s),
         dashboard=session.dashboard,
         elements=workload.elements,
         nbytes=workload.nbytes,
-        notices=list(session.notices),
+        notices=notices,
     )
+
+
+def _present_and_save(workload, raw, path: str | None) -> Any:
+    """The reported value; a small result (``save``) written beside output ``path``."""
+    value = workload.present(workload, raw) if workload.present else raw
+    if workload.save is not None and path is not None:
+        temporary = output.temporary_name(path)
+        workload.outputs.append((temporary, path))
+        workload.save(workload, value, temporary)
+    return value
+
+
+def _check(spec: Pipeline, workload, raw, verify: str, watched) -> Verification:
+    if verify == "off":
+        return Verification(None, "not verified (--verify off)", "off")
+    with dask.config.set(scheduler=watched):  # independent checks compute where the data is
+        return spec.check(workload, raw, verify)
+
+
+def _throughput(workload, compute_s: float) -> dict:
+    """Elements and bytes per second of the compute (and flop/s where the data counts flop)."""
+    throughput = {
+        "bytes_per_s": workload.nbytes / compute_s if compute_s > 0 else None,
+        "elements_per_s": workload.elements / compute_s if compute_s > 0 else None,
+        "bytes": workload.bytes_are,
+    }
+    flop = workload.description.get("flop")
+    if flop and compute_s > 0:  # a pipeline that counts its floating-point operations
+        throughput["flop_per_s"] = flop / compute_s
+    return throughput
+
+
+def _discard(outputs) -> list[str]:
+    """Remove what a run wrote and did not commit: a line for each output left as it was."""
+    lines = []
+    for temporary, final in outputs:
+        output.discard(temporary)
+        lines.append(f"{final}: not written (the result did not verify); "
+                     + ("the file there is as it was" if os.path.lexists(final)
+                        else "nothing is there"))
+    return lines

@@ -19,7 +19,8 @@ import numpy as np
 from daskgpu.toolkit.backends import to_host
 
 
-def _temporary_name(path: str) -> str:
+def temporary_name(path: str) -> str:
+    """A new temporary name beside ``path`` (hidden, unique), for writing it atomically."""
     folder, name = os.path.split(os.path.abspath(path))
     return os.path.join(folder, f".{name}.partial-{uuid.uuid4().hex[:8]}")
 
@@ -42,7 +43,7 @@ def commit(temporary: str, path: str) -> None:
     if os.path.isdir(path) and not os.path.islink(path) or (
         os.path.isdir(temporary) and os.path.lexists(path)
     ):
-        aside = _temporary_name(path) + ".old"
+        aside = temporary_name(path) + ".old"
         os.replace(path, aside)
         try:
             os.replace(temporary, path)
@@ -57,7 +58,7 @@ def commit(temporary: str, path: str) -> None:
 @contextlib.contextmanager
 def atomic(path: str) -> Iterator[str]:
     """Yield a temporary path to write; on success it becomes ``path``, else it is removed."""
-    temporary = _temporary_name(path)
+    temporary = temporary_name(path)
     try:
         yield temporary
         commit(temporary, path)
@@ -66,12 +67,15 @@ def atomic(path: str) -> Iterator[str]:
         raise
 
 
-def save_table(path: str, columns: dict[str, np.ndarray]) -> None:
-    """Write equal-length columns as ``.csv`` (with a header) or ``.npy`` (a structured array)."""
+def save_table(path: str, columns: dict[str, np.ndarray], like: str | None = None) -> None:
+    """Write equal-length columns as ``.csv`` (with a header) or ``.npy`` (a structured array).
+
+    The format is ``like``'s suffix (the output ``path`` is a temporary for), else ``path``'s.
+    """
     names = list(columns)
     length = len(next(iter(columns.values())))
     with atomic(path) as temporary:
-        if path.lower().endswith(".csv"):
+        if (like or path).lower().endswith(".csv"):
             with open(temporary, "w") as f:
                 f.write(",".join(names) + "\n")
                 for row in range(length):
@@ -106,7 +110,7 @@ def store_array(arr, path: str):
     """
     import dask.array as da
 
-    temporary = _temporary_name(path)
+    temporary = temporary_name(path)
     if path.lower().endswith(".zarr"):
         write = da.to_zarr(arr.map_blocks(to_host, meta=np.empty((0,) * arr.ndim, arr.dtype)),
                            temporary, compute=False)

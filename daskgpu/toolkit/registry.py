@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import os
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from daskgpu.errors import ParameterError, UnknownPipeline, python_names
 from daskgpu.toolkit.params import Param
-from daskgpu.toolkit.workload import Mutation, Verification, Workload
+from daskgpu.toolkit.workload import DEPTHS, Mutation, Verification, Workload
 
 if TYPE_CHECKING:
     from daskgpu.toolkit.backends import Backend
@@ -93,7 +94,9 @@ class Pipeline:
     Hooks (module-level functions of the pipeline):
 
     - ``prepare(resolved) -> Workload``: the lazy graph.
-    - ``verify(workload, raw) -> Verification``: the answer check.
+    - ``verify(workload, raw, depth) -> Verification``: the answer check, at ``depth`` "fast"
+      (the default: at most about a tenth of the compute) or "full" (the exhaustive audit). A
+      ``verify(workload, raw)`` that takes no depth is one check for both, reported as "full".
     - ``settle(backend, values) -> (values, inputs)``, optional: fill what depends on the
       backend (default sizes) and open and check the inputs, once, before any cluster starts.
     - ``baseline(resolved) -> (seconds, answer)``, optional: the same computation in one process
@@ -120,6 +123,26 @@ class Pipeline:
     baseline: Callable[[Resolved], tuple[float, Any]] | None = None
     mutations: tuple[Mutation, ...] = ()
     warm_up: Callable[[str], None] | None = None
+
+    def check(self, workload: Workload, raw: Any, depth: str = "fast") -> Verification:
+        """Check ``raw``, the computed result of ``workload``, at ``depth``.
+
+        Parameters
+        ----------
+        depth : {"fast", "full"}
+            The depth asked for. A ``verify`` that takes no depth runs its one check, and the
+            verification says "full".
+
+        Returns
+        -------
+        Verification
+            With ``depth`` set to the depth that ran.
+        """
+        if depth not in DEPTHS[:2]:
+            raise ValueError(f"depth {depth!r}: choose one of {', '.join(DEPTHS[:2])}")
+        if "depth" in inspect.signature(self.verify).parameters:
+            return replace(self.verify(workload, raw, depth=depth), depth=depth)
+        return replace(self.verify(workload, raw), depth="full")
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -241,15 +264,16 @@ def pipeline(
 ) -> Callable[[Callable[[Resolved], Workload]], Pipeline]:
     """Register the decorated ``prepare(resolved) -> Workload`` as a pipeline.
 
-    ``verify(workload, raw)`` checks the answer. The optional ``settle(backend, values)``
-    returns ``(values, inputs)``: the values with backend-dependent defaults filled in, and the
-    input sources it opened and checked (refusing bad ones before a cluster starts). The
-    optional ``baseline(resolved) -> (seconds, answer)`` times the same computation in one
-    process without Dask, for ``bench``, and returns its answer in the run's reported form (the
-    two are compared before a ratio is printed); on GPU it runs on one worker, never the
-    client. ``mutations`` are
-    alterations of the result that ``verify`` must catch (see :class:`Mutation`). The optional
-    ``warm_up(backend_name)`` readies a worker for the pipeline as it starts.
+    ``verify(workload, raw, depth)`` checks the answer at ``depth`` ("fast" or "full"; see
+    :meth:`Pipeline.check`; a ``verify(workload, raw)`` is one check for both). The optional
+    ``settle(backend, values)`` returns ``(values, inputs)``: the values with backend-dependent
+    defaults filled in, and the input sources it opened and checked (refusing bad ones before a
+    cluster starts). The optional ``baseline(resolved) -> (seconds, answer)`` times the same
+    computation in one process without Dask, for ``bench``, and returns its answer in the run's
+    reported form (the two are compared before a ratio is printed); on GPU it runs on one worker,
+    never the client. ``mutations`` are alterations of the result that ``verify`` must catch at
+    every depth (see :class:`Mutation`). The optional ``warm_up(backend_name)`` readies a worker
+    for the pipeline as it starts.
     """
 
     def register(prepare: Callable[[Resolved], Workload]) -> Pipeline:

@@ -1,4 +1,10 @@
-"""What building a pipeline produces, and how its answer is judged (Verification, Mutation)."""
+"""What building a pipeline produces, and how its answer is judged (Verification, Mutation).
+
+A run checks its answer at one of :data:`DEPTHS`: ``fast`` (the default: certificates the run
+computes beside its answer, seeded spot checks with a stated detection probability, cheap
+independent invariants; at most about a tenth of the compute), ``full`` (the exhaustive audit)
+or ``off`` (no check, and the result says so).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from daskgpu.toolkit.registry import Resolved
+
+#: How deeply a run checks its answer: the first is the default.
+DEPTHS = ("fast", "full", "off")
 
 
 @dataclass
@@ -34,7 +43,9 @@ class Workload:
         ``present(workload, raw) -> value``: the reported value, from the computed result
         (which may carry extra material for ``verify``). Default: the result itself.
     save : callable, optional
-        ``save(workload, value)``: write a small result after computing (``--output``).
+        ``save(workload, value, path)``: write a small result after computing (``--output``) to
+        ``path``, a temporary beside the output that the runner renames into place once the
+        run has verified (and removes when it has not).
     bytes_are : {"read", "generated", "moved"}
         What ``nbytes`` counts: input read, data generated on the workers, or memory moved
         (read and written) by the computation; throughput says so.
@@ -57,18 +68,39 @@ class Workload:
     context: dict = field(default_factory=dict)
     outputs: list[tuple[str, str]] = field(default_factory=list)
     present: Callable[[Workload, Any], Any] | None = None
-    save: Callable[[Workload, Any], None] | None = None
+    save: Callable[[Workload, Any, str], None] | None = None
     bytes_are: str = "read"
     resolved: Resolved | None = None
     drive: Callable[[Workload, Any], Any] | None = None
 
+    def written(self, path: str) -> str:
+        """Where output ``path`` is until the run has verified: its temporary (else ``path``).
+
+        A check that reads an output back reads what this run wrote, not an older file.
+        """
+        for temporary, final in self.outputs:
+            if final == path:
+                return temporary
+        return path
+
 
 @dataclass(frozen=True)
 class Verification:
-    """Whether a result checked out, and what was checked."""
+    """Whether a result checked out, and what was checked.
+
+    Attributes
+    ----------
+    ok : bool
+        Whether every check passed.
+    detail : str
+        What was checked, and what disagreed where something did.
+    depth : str, optional
+        The depth that ran (``"fast"`` or ``"full"``), set by :meth:`Pipeline.check`.
+    """
 
     ok: bool
     detail: str
+    depth: str | None = None
 
 
 @dataclass(frozen=True)

@@ -139,8 +139,9 @@ def _sampled_problems(ctx: dict, kernel_counts, numpy_counts) -> list[str]:
     return problems
 
 
-def _saved_table(path: str) -> dict:
-    if path.lower().endswith(".csv"):
+def _saved_table(path: str, output: str) -> dict:
+    """The table at ``path``, in the format of ``output``'s suffix."""
+    if output.lower().endswith(".csv"):
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
         return {name: np.array([float(r[name]) for r in rows]) for name in ("left", "right",
@@ -150,11 +151,12 @@ def _saved_table(path: str) -> dict:
                                                                          "count")}
 
 
-def _output_problems(ctx: dict, reference: dict) -> list[str]:
+def _output_problems(ctx: dict, reference: dict, written: str | None) -> list[str]:
+    """What the saved table (``written``: where this run wrote ``--output``) gets wrong."""
     path = ctx["output"]
-    if path is None or not os.path.exists(path):
+    if path is None or written is None or not os.path.exists(written):
         return []
-    table = _saved_table(path)
+    table = _saved_table(written, path)
     bins = ctx["bins"]
     if len(table["count"]) != bins:
         return [f"--output {path}: {len(table['count'])} rows for {bins} bins"]
@@ -271,7 +273,8 @@ def verify(workload: Workload, raw: dict) -> Verification:
     problems = [*_count_problems(value, reference, ctx["bins"]),
                 *_range_problems(ctx, value, reference),
                 *_sampled_problems(ctx, shared.sampled(raw["histograms"]), reference["sampled"]),
-                *_output_problems(ctx, reference)]
+                *_output_problems(ctx, reference, workload.written(ctx["output"])
+                                  if ctx["output"] else None)]
     fits, chi_line = (True, "")
     if ctx["distribution"] is not None:
         fits, chi_line = _chi_square_line(ctx, value)

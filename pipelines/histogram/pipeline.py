@@ -189,9 +189,8 @@ def _present(workload: Workload, raw: dict) -> dict:
             "nan": int(shared.nan_count(counts, bins)), "in_range": int(in_bins.sum())}
 
 
-def _save(workload: Workload, value: dict) -> None:
+def _save(workload: Workload, value: dict, path: str) -> None:
     edges = value["edges"]
     output_files.save_table(
-        workload.context["output"],
-        {"left": edges[:-1], "right": edges[1:], "count": value["counts"]},
-    )
+        path, {"left": edges[:-1], "right": edges[1:], "count": value["counts"]},
+        like=workload.context["output"])

@@ -298,10 +298,10 @@ def _value(raw: dict) -> dict:
             "inertias": inertias, "centroids": np.asarray(raw["centroids"][-1])}
 
 
-def _save(workload: Workload, value: dict) -> None:
+def _save(workload: Workload, value: dict, path: str) -> None:
     centroids = value["centroids"]
-    output_files.save_table(workload.context["output"],
-                            {f"x{f}": centroids[:, f] for f in range(centroids.shape[1])})
+    output_files.save_table(path, {f"x{f}": centroids[:, f] for f in range(centroids.shape[1])},
+                            like=workload.context["output"])
 
 
 def _sparkline(values) -> str:

@@ -12,11 +12,14 @@ from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.registry import Resolved, Workload
 
 
-def save(workload: Workload, value: dict) -> None:
-    """Write the components found: ``.npy`` (components x features) or ``.csv`` rows."""
-    path = workload.context["output"]
+def save(workload: Workload, value: dict, path: str) -> None:
+    """Write the components found to ``path``: ``.npy`` (components x features) or ``.csv`` rows.
+
+    The format is the ``--output``'s suffix (``path`` is a temporary beside it).
+    """
+    final = workload.context["output"]
     components = workload.context["components_found"]
-    if path.lower().endswith(".npy"):
+    if final.lower().endswith(".npy"):
         with output_files.atomic(path) as temporary, open(temporary, "wb") as f:
             np.save(f, components)
         return
@@ -24,7 +27,7 @@ def save(workload: Workload, value: dict) -> None:
                "explained_variance": workload.description["explained_variance"],
                "explained_variance_ratio": workload.description["explained_variance_ratio"]}
     columns.update({f"f{j}": components[:, j] for j in range(components.shape[1])})
-    output_files.save_table(path, columns)
+    output_files.save_table(path, columns, like=final)
 
 
 def _picked(found: dict, key: str, dtype) -> np.ndarray:

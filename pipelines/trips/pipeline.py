@@ -222,11 +222,10 @@ def _present(workload: Workload, raw: dict) -> dict:
     return _answer(raw["rows"], finish(raw["table"]))
 
 
-def _save(workload: Workload, value: dict) -> None:
-    path = workload.context["output"]
+def _save(workload: Workload, value: dict, path: str) -> None:
     table = pd.DataFrame(value["table"])
     with output_files.atomic(path) as temporary:
-        if path.lower().endswith(".csv"):
+        if workload.context["output"].lower().endswith(".csv"):
             table.to_csv(temporary, index=False)
         else:
             table.to_parquet(temporary, index=False)

@@ -64,25 +64,31 @@ def _cases():
             for m in registry.get(name).mutations]
 
 
+DEPTHS = ("fast", "full")
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_the_unaltered_result_verifies(cpu_client, results, name):
+def test_the_unaltered_result_verifies(cpu_client, results, name, depth):
     spec, workload, raw = results[name]
-    check = verify(cpu_client, spec, workload, raw)
+    check = verify(cpu_client, spec, workload, raw, depth)
     assert check.ok, check.detail
 
 
+@pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize(("name", "mutation"), _cases(),
                          ids=[f"{n}: {m.name}" for n, m in _cases()])
-def test_an_altered_result_fails_and_says_what_disagreed(cpu_client, results, name, mutation):
+def test_an_altered_result_fails_and_says_what_disagreed(cpu_client, results, name, mutation,
+                                                         depth):
     spec, workload, raw = results[name]
     before = copy.deepcopy(raw)
     altered = mutation.alter(copy.deepcopy(raw))
-    check = verify(cpu_client, spec, workload, altered)
-    assert not check.ok, f"{name}: {mutation.name} still verifies: {check.detail}"
+    check = verify(cpu_client, spec, workload, altered, depth)
+    assert not check.ok, f"{name}: {mutation.name} still verifies at {depth}: {check.detail}"
     assert mutation.names in check.detail, (mutation.names, check.detail)
     assert "\n" not in check.detail
     # the original still verifies: the mutation altered a copy, and verify kept no state
-    assert verify(cpu_client, spec, workload, before).ok
+    assert verify(cpu_client, spec, workload, before, depth).ok
 
 
 # ------------------------------------------------------------------ the same on an input
@@ -132,16 +138,18 @@ def input_results(cpu_client, tmp_path_factory):
     return {name: compute_as_runner(cpu_client, name, **cases[name]) for name in INPUT_PIPELINES}
 
 
+@pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize("name", INPUT_PIPELINES)
-def test_on_an_input_every_reported_alteration_fails(cpu_client, input_results, name):
+def test_on_an_input_every_reported_alteration_fails(cpu_client, input_results, name, depth):
     """The checks of an input's run differ (re-read, no seeds): each mutation still fails it."""
     spec, workload, raw = input_results[name]
-    assert verify(cpu_client, spec, workload, raw).ok
+    assert verify(cpu_client, spec, workload, raw, depth).ok
     for mutation in spec.mutations:
         if (name, mutation.name) in NOT_REPORTED_FOR_INPUTS:
             continue
-        check = verify(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)))
-        assert not check.ok, f"{name} on an input: {mutation.name} still verifies: {check.detail}"
+        check = verify(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)), depth)
+        assert not check.ok, (f"{name} on an input: {mutation.name} still verifies at {depth}: "
+                              f"{check.detail}")
         assert "\n" not in check.detail
 
 
@@ -164,13 +172,14 @@ def _gpu_cases():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize(("name", "mutation"), _gpu_cases(),
                          ids=[f"{n}: {m.name}" for n, m in _gpu_cases()])
-def test_on_gpu_workers_an_altered_result_fails(gpu_session, name, mutation):
+def test_on_gpu_workers_an_altered_result_fails(gpu_session, name, mutation, depth):
     """CuPy blocks on the workers: the run verifies, every mutation is caught (cuDF pipelines
-    need cuDF, which the GPU check machine lacks; they are covered on CPU above)."""
+    need cuDF, which no GPU test of this suite has; they are covered on CPU above)."""
     spec, workload, raw = compute_as_runner(gpu_session, name, **GPU_CASES[name])
     assert gpu_session.backend.is_gpu
-    assert verify(gpu_session, spec, workload, raw).ok
-    check = verify(gpu_session, spec, workload, mutation.alter(copy.deepcopy(raw)))
+    assert verify(gpu_session, spec, workload, raw, depth).ok
+    check = verify(gpu_session, spec, workload, mutation.alter(copy.deepcopy(raw)), depth)
     assert not check.ok and mutation.names in check.detail, check.detail
