@@ -193,3 +193,23 @@ def test_the_sample_size_keeps_its_promise(population):
     misses = sum(not (rng.choice(population, size=k, replace=False) < wrong).any()
                  for _ in range(20_000))
     assert misses / 20_000 <= 3e-3
+
+
+@pytest.mark.parametrize("depth", ["off", "full"])
+def test_bench_says_how_its_repeats_were_checked(depth):
+    from rich.console import Console
+
+    from daskgpu.execution import bench, report
+
+    result = bench.bench("mean-pipeline", {"size": 400, "seed": 2},
+                         {"cpu": True, "workers": 1, "dashboard": False}, repeat=1, warmup=0,
+                         verify=depth)
+    assert result.verify == depth and result.verified
+    assert result.measurements[0].verified is (None if depth == "off" else True)
+    console = Console(width=250, record=True)
+    console.print(report.bench_table(result))
+    title = console.export_text().splitlines()[0]
+    assert ("timed without a check" if depth == "off" else "each run verified (full)") in title
+    with pytest.raises(daskgpu.ParameterError):
+        bench.bench("mean-pipeline", {"size": 400}, {"cpu": True, "workers": 1}, repeat=1,
+                    warmup=0, verify="never")
