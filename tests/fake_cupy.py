@@ -62,6 +62,16 @@ class ndarray:  # noqa: N801 - CuPy's name
             "stream": STREAM_PTR,  # CuPy reports its current stream
         }
 
+    def __getitem__(self, key):
+        """Elements as CuPy's indexing gives them: a view for a slice (no allocation)."""
+        part = self._device[key]
+        if not hasattr(part, "copy_to_host"):
+            return part
+        view = ndarray.__new__(ndarray)
+        view._device, view.shape, view.dtype = part, tuple(part.shape), np.dtype(part.dtype)
+        view.ndim, view.size = len(view.shape), int(np.prod(view.shape))
+        return view
+
     def ravel(self):
         """A 1-D copy (CuPy returns a view where it can; a copy is as good for the kernels)."""
         return ndarray(_to_device(np.ascontiguousarray(self.get()).ravel()))

@@ -86,11 +86,17 @@ def detection(drawn: int, population: int, unit: str = "blocks",
     probability at least 99.9 %
     >>> detection(4, 4)
     'all 4 blocks checked again'
+    >>> detection(15, 16)
+    '15 of 16 blocks checked again: a fault in at least 10 % of the blocks is always caught'
     """
     if drawn >= population:
         return f"all {population} {unit} checked again"
     wrong = max(1, math.ceil(fraction * population))
-    caught = 1 - miss_probability(population, wrong, drawn)
+    missed = miss_probability(population, wrong, drawn)
+    if missed == 0:
+        return (f"{drawn} of {population} {unit} checked again: a fault in at least "
+                f"{fraction * 100:g} % of the {unit} is always caught")
+    caught = 1 - missed
     shown = math.floor(caught * 1000) / 10  # never rounded up
     return (f"{drawn} of {population} {unit} checked again: a fault in at least "
             f"{fraction * 100:g} % of the {unit} is caught with probability at least "

@@ -21,10 +21,17 @@ Numerical Algorithms*, 2nd ed., section 24.1), with a safety factor; a sampled c
 by that much of the spectrum's norm, plus the float64 error of the DFT sum; a peak, by ten
 standard deviations of the noise's transform on top.
 
+That is depth full. Depth fast draws the input again only at a seeded sample of its rows (an
+input file is re-read whole) and otherwise reads the certificates the run computed beside its
+answer (:mod:`pipelines.fft.check_fast`): the same Parseval identity, sampled cells and peaks,
+from the input's certified squares and products, and the spectrum's projection X s against
+W (x W s) at a seeded sample of its rows.
+
 It shares no code with the computation (:mod:`pipelines.fft.tasks`, ``numpy.fft``/``cupy.fft``,
 :mod:`daskgpu.data.array_input`): it draws and reads the input its own way
 (:mod:`pipelines.fft.check_recompute`) and takes from
-:mod:`pipelines.fft.shared` only the seeds, the planted sinusoids and the sampled cells.
+:mod:`pipelines.fft.shared` only the seeds, the planted sinusoids, the sampled cells and the
+projection's weights (and their transform in closed form).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import math
 import numpy as np
 
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
-from pipelines.fft import shared
+from pipelines.fft import check_fast, shared
 from pipelines.fft.check_recompute import recompute
 
 SAFETY = 2.0
@@ -44,8 +51,11 @@ NOISE_SIGMAS = 10.0  # a peak, or a cell that is not one, may stand this far fro
 CHECKED_PEAKS = 3  # an input's largest reported cells recomputed as DFT sums
 
 
-def verify(workload: Workload, raw) -> Verification:
-    """Parseval's identity, sampled DFT cells and the planted peaks (see the module)."""
+def verify(workload: Workload, raw, depth: str = "full") -> Verification:
+    """Parseval's identity, sampled DFT cells and the planted peaks (see the module).
+
+    ``depth="fast"``: from the run's certificates, the input drawn again at sampled rows.
+    """
     result = raw.get("result") if isinstance(raw, dict) else None
     if not isinstance(result, dict) or "column_squares" not in result:
         return Verification(False, f"result {type(raw).__name__} carries no per-block material")
@@ -53,6 +63,8 @@ def verify(workload: Workload, raw) -> Verification:
     failure = _check_shapes(ctx, result) or _check_totals(result)
     if failure:
         return Verification(False, failure)
+    if depth == "fast":
+        return _verify_fast(ctx, raw, result)
     peaks = _largest_reported(result)[:2] if ctx["source"] is not None else ([], [])
     again = recompute(ctx, peaks)
     checks = [_check_parseval, _check_samples]
@@ -62,14 +74,63 @@ def verify(workload: Workload, raw) -> Verification:
         if failure:
             return Verification(False, failure)
     n, m = ctx["n"], ctx["m"]
-    peaks = (f"; all {len(_planted(ctx)['u'])} planted peaks at their frequencies with their "
-             "amplitudes, nothing else above the noise" if ctx["source"] is None else
-             f"; the {len(again['peaks'])} largest reported cells agree with their DFT sums "
-             "(an input has no planted peaks)")
     return Verification(True, (
         f"Parseval's identity holds for the {n} x {m} spectrum against the input's sum of "
         f"squares taken apart; {len(result['samples'])} sampled cells agree with DFT sums over "
-        f"the input within the rounding bound of {ctx['dtype']}{peaks}"))
+        f"the input within the rounding bound of {ctx['dtype']}"
+        f"{_peaks_found(ctx, len(again['peaks']))}"))
+
+
+def _peaks_found(ctx: dict, checked: int) -> str:
+    if ctx["source"] is None:
+        return (f"; all {len(_planted(ctx)['u'])} planted peaks at their frequencies with their "
+                "amplitudes, nothing else above the noise")
+    return (f"; the {checked} largest reported cells agree with their DFT sums "
+            "(an input has no planted peaks)")
+
+
+def _verify_fast(ctx: dict, raw: dict, result: dict) -> Verification:
+    """Depth fast: the run's certificates checked apart (:mod:`pipelines.fft.check_fast`)."""
+    run = check_fast.run_certificates(ctx, raw.get("lines"))
+    if isinstance(run, str):
+        return Verification(False, run)
+    peak_rows, peak_cols, peak_values = (_largest_reported(result) if ctx["source"] is not None
+                                         else ([], [], []))
+    rows = check_fast.rows_to_check(ctx)
+    again = check_fast.rows_again(ctx, rows, check_fast.columns(ctx, peak_cols))
+    failure = check_fast.check_rows(ctx, run, again)
+    if failure:
+        return Verification(False, failure)
+    # the input's side: a file's every row re-read here, or the run's rows, checked above
+    products, squares = ((again["products"], again["squares"]) if ctx["source"] is not None
+                         else run)
+    weights = check_fast.row_weights(ctx)
+    total = check_fast.certified_squares(ctx, squares, again)
+    l1 = (math.fsum((weights * again["bound"][:, 1]).tolist()) if ctx["source"] is not None
+          else ctx["n"] * math.sqrt(total))
+    like = {"squares": total, "l1": l1}
+    norm = math.sqrt(max(_spectrum_scale(ctx) * math.fsum((weights * squares).tolist()),
+                         _spectrum_scale(ctx) * total, _weighted_squares(ctx, result)))
+    cells = shared.sampled_cells(ctx["n"], ctx["col_chunks"], ctx["check_seed"])
+    entries = check_fast.entries_to_check(ctx)
+    k = run[0].shape[1]
+    failure = (
+        _check_parseval(ctx, result, like, summed=ctx["n"] + 8)
+        or _check_cells(ctx, like, "sampled cell", *cells, result["samples"],
+                        check_fast.dft_of_rows(ctx, cells[0], products[:, 1:k]))
+        or check_fast.check_projection(ctx, result, products, norm * relative_bound(ctx),
+                                       norm, entries)
+        or (_check_peaks(ctx, result, like) if ctx["source"] is None else _check_cells(
+            ctx, like, "reported peak", peak_rows, peak_cols, peak_values,
+            check_fast.dft_of_rows(ctx, peak_rows, products[:, k:]))))
+    if failure:
+        return Verification(False, failure)
+    return Verification(True, (
+        f"Parseval's identity holds for the {ctx['n']} x {ctx['m']} spectrum against the "
+        f"input's certified sum of squares; {len(result['samples'])} sampled cells agree with "
+        f"DFT sums over the input's certified rows within the rounding bound of "
+        f"{ctx['dtype']}; {check_fast.detail(ctx, len(rows), len(entries))}"
+        f"{_peaks_found(ctx, len(peak_rows))}"))
 
 
 # --------------------------------------------------------------------------- tolerances
@@ -129,12 +190,18 @@ def _check_totals(result: dict) -> str | None:
     return None
 
 
-def _check_parseval(ctx: dict, result: dict, again: dict) -> str | None:
+def _weighted_squares(ctx: dict, result: dict) -> float:
+    """The full spectrum's sum of squares from the reported columns' (rfft2's weighted)."""
     weights = shared.column_weights(ctx["n"], ctx["m"], ctx["real"])
-    got = math.fsum((weights * np.asarray(result["column_squares"])).tolist())
+    return math.fsum((weights * np.asarray(result["column_squares"])).tolist())
+
+
+def _check_parseval(ctx: dict, result: dict, again: dict, summed: int = 0) -> str | None:
+    """``summed``: terms of the input's sums of squares summed in order (their rounding)."""
+    got = _weighted_squares(ctx, result)
     expected = _spectrum_scale(ctx) * again["squares"]
     rel = relative_bound(ctx)
-    summing = (math.log2(max(2, ctx["n"] * ctx["n"])) + 4) * EPS64
+    summing = (math.log2(max(2, ctx["n"] * ctx["n"])) + 4 + summed) * EPS64
     tolerance = (2 * rel + rel * rel + 2 * summing) * expected + TINY
     if not abs(got - expected) <= tolerance:
         return (f"Parseval's identity fails: the spectrum's sum of squares is {got:.15g}, the "

@@ -5,10 +5,15 @@ its DFT sums at given cells (products with exponentials in float64, no FFT). The
 from the documented scheme (:mod:`pipelines.fft.shared`) with NumPy's generators (or the array
 library's, seeded as the run's), or re-read with NumPy/Zarr: nothing of the computation's code
 (:mod:`pipelines.fft.tasks`, :mod:`daskgpu.data.array_input`) is used.
+
+For depth fast, :func:`lines_again` gives chosen rows of the input only, with their products
+with given columns: NumPy's generator skips ahead to each row (``PCG64.advance``); another
+library's draws the row's block on its device, where the rows' products are taken.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import dask
@@ -113,3 +118,98 @@ def recompute(ctx: dict, peaks: tuple = ((), ())) -> dict:
         total["cells"] = total["cells"] / float(ctx["n"]) ** 2
     total["cells"], total["peaks"] = total["cells"][:len(rows)], total["cells"][len(rows):]
     return total
+
+
+def _noise_lines(ctx: dict, index: int, local: np.ndarray, xp):
+    """The uniform draws of rows ``local`` of row block ``index``, shaped (rows, n[, 2]).
+
+    Each element takes one 64-bit draw, row after row (``random`` of float64): NumPy's PCG64
+    advances to a row's first draw. CuPy's generator cannot skip ahead: it draws the block.
+    """
+    n, real = ctx["n"], ctx["real"]
+    sequence = np.random.SeedSequence(shared.noise_seed(ctx["seed"]), spawn_key=(index,))
+    per_row = n if real else 2 * n
+    if ctx["library"] == "numpy":
+        drawn = []
+        for line in local.tolist():
+            bits = np.random.PCG64(sequence)
+            bits.advance(line * per_row)
+            drawn.append(np.random.Generator(bits).random(per_row, dtype=np.float64))
+        rows = np.array(drawn).reshape(len(local), per_row)
+        return rows if real else rows.reshape(len(local), n, 2)
+    h = int(ctx["row_chunks"][index])
+    drawn = generator(ctx["library"], sequence).random((h, n) if real else (h, n, 2),
+                                                      dtype=np.float64)
+    return drawn[xp.asarray(local)]
+
+
+def _generated_lines(ctx: dict, index: int, local: np.ndarray, xp):
+    """Rows ``local`` of row block ``index`` of the generated input, as :func:`input_block`.
+
+    The sinusoids as one product of their factors, (rows x K) @ (K x n): a few rows cost little
+    more than their exponentials.
+    """
+    n, real = ctx["n"], ctx["real"]
+    spec = shared.signal(ctx["seed"], n, real)
+    r = xp.asarray(int(starts(ctx["row_chunks"])[index]) + local)
+    c = xp.arange(n, dtype=np.int64)
+    down = xp.empty((len(local), len(spec["u"])), dtype=np.complex128)
+    across = xp.empty((len(spec["u"]), n), dtype=np.complex128)
+    for k, (u, v, a, phi) in enumerate(zip(spec["u"], spec["v"], spec["amplitude"],
+                                           spec["phase"], strict=True)):
+        down[:, k] = a * xp.exp(1j * ((2 * math.pi / n) * ((int(u) * r) % n) + phi))
+        across[k] = xp.exp(1j * (2 * math.pi / n) * ((int(v) * c) % n))
+    values = down @ across
+    values = xp.ascontiguousarray(values.real) if real else values
+    noise = shared.NOISE * (2 * _noise_lines(ctx, index, local, xp) - 1)
+    if real:
+        values += noise
+    else:
+        values += noise[:, :, 0] + 1j * noise[:, :, 1]
+    return values
+
+
+def _lines(ctx: dict, index: int, local: np.ndarray, xp):
+    """Rows ``local`` of row block ``index``, in the run's value type, widened, where ``xp`` is."""
+    value_type = shared.REAL_OF[ctx["dtype"]] if ctx["real"] else ctx["dtype"]
+    wide = np.float64 if ctx["real"] else np.complex128
+    source = ctx["source"]
+    if source is None:
+        return _generated_lines(ctx, index, local, xp).astype(value_type).astype(wide)
+    r0 = int(starts(ctx["row_chunks"])[index])
+    if source.kind == "zarr":
+        import zarr
+
+        stored = zarr.open_array(source.path, mode="r")
+    else:
+        stored = np.load(source.path, mmap_mode="r")
+    h = int(ctx["row_chunks"][index])
+    # irfft2's input is held transposed: its columns as rows
+    part = np.asarray(stored[:, r0:r0 + h].T if ctx.get("half_inverse") else stored[r0:r0 + h])
+    if len(local) < h:
+        part = part[local]
+    return xp.asarray(part.astype(value_type).astype(wide))
+
+
+def lines_again(ctx: dict, index: int, local, columns: np.ndarray) -> dict:
+    """Rows ``local`` of input block ``index`` again, their products with ``columns`` and squares.
+
+    ``columns`` (n, k) complex. On the worker, where the block's library is (CuPy's on a GPU
+    worker: the rows are drawn or copied there, and only these sums come back). ``bound``: the
+    products of the magnitudes, |x| @ |columns|, which bound the products' rounding;
+    ``hermitian``: for irfft2, the squares of the Hermitian part of each row (what columns 0
+    and n/2 of the half spectrum contribute).
+    """
+    xp = importlib.import_module(ctx["library"])
+    local = np.asarray(local, np.int64)
+    x = _lines(ctx, index, local, xp)
+    across = xp.asarray(columns)
+    magnitude = xp.abs(x)
+    products = x @ across if x.dtype.kind == "c" else (x @ across.real) + 1j * (x @ across.imag)
+    out = {"products": products, "squares": (magnitude * magnitude).sum(axis=1),
+           "bound": magnitude @ xp.abs(across)}
+    if ctx.get("half_inverse"):
+        mirrored = x[:, (-xp.arange(ctx["n"])) % ctx["n"]]
+        hermitian = xp.abs((x + xp.conj(mirrored)) / 2)
+        out["hermitian"] = (hermitian * hermitian).sum(axis=1)
+    return {key: to_host(value) for key, value in out.items()}

@@ -11,9 +11,12 @@ column transforms, the transpose, then the rows' real inverses; see
 
 The input is drawn on the workers from the seed (planted sinusoids plus noise, see
 :mod:`pipelines.fft.shared`) or read from a ``.npy``/Zarr array. The spectrum is never gathered:
-each of its blocks is reduced where it is made to its columns' sums of squares, its largest
-cells and its values at sampled cells, which :mod:`pipelines.fft.check` verifies against the
-input (Parseval, DFT sums, the planted peaks). ``--output`` writes the spectrum, atomically.
+each of its blocks is reduced where it is made to its columns' sums of squares, its part of a
+seeded projection X s, its largest cells and its values at sampled cells, and each block of the
+input to its rows' certificates (x b, b = W s in closed form; products with the sampled cells'
+exponentials; sums of squares), which :mod:`pipelines.fft.check` verifies against the input
+(Parseval, DFT sums, the planted peaks, X s = W x b). ``--output`` writes the spectrum,
+atomically.
 
 A run computes in stages, each kept on the workers before the next (see
 :func:`pipelines.fft.stages.drive`; the slabs: :mod:`pipelines.fft.layout`),
@@ -215,12 +218,13 @@ def prepare(resolved: Resolved) -> Workload:
     sizes = fft_layout.layout(resolved)
     n, m, dtype = sizes["n"], sizes["m"], sizes["dtype"]
     check_seed = shared.check_seed(resolved["seed"], n)
-    cells = shared.sampled_cells(n, sizes["col_chunks"][1], check_seed)
+    certify = fft_stages.certificates(resolved, sizes)
     x = fft_stages.input_array(resolved, sizes)
     y = fft_stages.rows_transformed(x, resolved, sizes)
     z = fft_stages.transposed(y, sizes, resolved.backend.array_library)
     spectrum_t = fft_stages.columns_transformed(z, resolved, sizes)
-    parts = fft_stages.reduced(spectrum_t, resolved, cells)
+    parts = {**fft_stages.reduced(spectrum_t, resolved, certify),
+             "lines": fft_stages.input_lines(x, y, resolved, sizes, certify)}
     outputs = []
     if resolved["output"] is not None:
         write, temporary = output_files.store_array(fft_stages.written(spectrum_t, sizes),
@@ -257,7 +261,7 @@ def prepare(resolved: Resolved) -> Workload:
                  "dtype": dtype.name, "seed": resolved["seed"], "check_seed": check_seed,
                  "row_chunks": sizes["row_chunks"][0], "col_chunks": sizes["col_chunks"][1],
                  "source": source, "library": resolved.backend.array_library,
-                 "stages": (resolved, sizes, cells)},
+                 "stages": (resolved, sizes, certify)},
         outputs=outputs,
         present=present,
     )

@@ -2,8 +2,9 @@
 
 The data's specification, not its computation: the planted sinusoids (integer frequencies,
 amplitudes and phases drawn from the run's seed), the noise scheme, the cells of the spectrum
-the run reports and the check recomputes, and the spectrum's shape. Nothing here transforms or
-sums an array.
+the run reports and the check recomputes, the spectrum's shape, and the seeded projection the
+run certifies its transform with (:func:`projection_weights`, and their transform in closed
+form, :func:`projection_transform`). Nothing here transforms or sums the data.
 
 Generated data, element ``(r, c)`` of the n x n input::
 
@@ -108,3 +109,64 @@ def column_weights(n: int, m: int, real: bool) -> np.ndarray:
     if real:
         weights[1:(n - 1) // 2 + 1] = 2.0
     return weights
+
+
+def _projection(seed: int, n: int) -> tuple[int, float]:
+    """The projection's frequency, as the odd integer k of theta = pi k / n, and its phase.
+
+    theta lies halfway between two of the DFT's frequencies, where no transform of a projected
+    row cancels, and its closed form (:func:`projection_transform`) never divides by zero.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence((seed, 15)))
+    return 2 * int(rng.integers(0, max(n, 1))) + 1, float(rng.uniform(0.0, 2 * math.pi))
+
+
+def projection_weights(n: int, m: int, seed: int) -> np.ndarray:
+    """The weights s_v = cos(theta v + phi), v < m, of the certified projection X s.
+
+    The run reports the spectrum's rows weighted by them (``X @ s``, one value a row) and the
+    input's rows weighted by :func:`projection_transform` (``x @ b``), so that
+    ``X s = W x (W s)`` (W the DFT matrix) can be checked without a transform.
+    """
+    k, phi = _projection(seed, n)
+    v = np.arange(m, dtype=np.int64)
+    return np.cos(math.pi * ((k * v) % (2 * n)) / n + phi)
+
+
+def _sine_of_turns(k: np.ndarray, n: int) -> np.ndarray:
+    """sin(pi k / (2 n)) for integers k, accurate near its zeros as well.
+
+    The angle is reduced in integers to within a quarter turn of 0 (sin(x + pi) = -sin x,
+    sin(pi - x) = sin x), so that a small sine comes from a small, exact numerator.
+    """
+    r = np.asarray(k, np.int64) % (4 * n)
+    sign = np.where(r >= 2 * n, -1.0, 1.0)
+    r = r % (2 * n)
+    r = np.where(r > n, 2 * n - r, r)
+    return sign * np.sin(math.pi * r / (2 * n))
+
+
+def _geometric(k: np.ndarray, n: int, m: int) -> np.ndarray:
+    """sum_{v < m} exp(i gamma v) for gamma = pi k / n, odd integers k.
+
+    The sum of a geometric series, e^(i (m-1) gamma/2) sin(m gamma/2) / sin(gamma/2), with every
+    angle an integer multiple of pi / (2n) reduced in integers first: as exact at any n. An odd
+    k is never a multiple of 2n, so sin(gamma/2) is never 0.
+    """
+    k = np.asarray(k, np.int64) % (4 * n)
+    turn = math.pi * (((m - 1) * k) % (4 * n)) / (2 * n)
+    return np.exp(1j * turn) * (_sine_of_turns(m * k, n) / _sine_of_turns(k, n))
+
+
+def projection_transform(n: int, m: int, seed: int, inverse: bool) -> np.ndarray:
+    """The transform b = W s in closed form: b_c = sum_{v < m} s_v exp(-+2 pi i c v / n).
+
+    ``-`` for the forward transform, ``+`` for the inverse (the inverse's 1/n^2 is not in b).
+    With s_v = (e^(i(theta v + phi)) + e^(-i(theta v + phi))) / 2, each half is a geometric
+    series of ratio e^(i pi (+-k + 2 sign c) / n); no transform, and O(n).
+    """
+    k, phi = _projection(seed, n)
+    sign = 1 if inverse else -1
+    c = np.arange(n, dtype=np.int64)
+    return 0.5 * (np.exp(1j * phi) * _geometric(k + 2 * sign * c, n, m)
+                  + np.exp(-1j * phi) * _geometric(-k + 2 * sign * c, n, m))

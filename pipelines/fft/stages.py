@@ -1,8 +1,8 @@
 """fft-pipeline's graph, stage by stage, and the staged run that times each stage.
 
-The input (drawn or read) in row slabs; the row transforms; the transpose, an all-to-all
-exchange of blocks (every column slab gathers one piece from every row slab); the column
-transforms; each slab of the spectrum reduced
+The input (drawn or read) in row slabs, each also reduced to its rows' certificates; the row
+transforms; the transpose, an all-to-all exchange of blocks (every column slab gathers one
+piece from every row slab); the column transforms; each slab of the spectrum reduced
 to its summaries (:mod:`pipelines.fft.tasks` holds the tasks). Computed as one graph, or by
 :func:`drive` one stage after another, each kept on the workers, so that a run's time splits
 into the stages.
@@ -10,6 +10,7 @@ into the stages.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import dask
@@ -43,6 +44,40 @@ def input_array(resolved: Resolved, sizes: dict) -> da.Array:
         meta=np.empty((0, 0), dtype=value_type),  # NumPy meta: see daskgpu.data.synthetic
         n=sizes["n"], seed=resolved["seed"], value_type=value_type, real=real,
         library=backend.array_library)
+
+
+def certificates(resolved: Resolved, sizes: dict) -> dict:
+    """What the run certifies its transform with: the sampled cells and the projection.
+
+    ``cells``: the spectrum's sampled cells (rows, columns); ``weights``: s, of the spectrum's
+    columns; ``transform``: b = W s in closed form, of the input's columns (see
+    :mod:`pipelines.fft.shared`).
+    """
+    n, m = sizes["n"], sizes["m"]
+    seed = shared.check_seed(resolved["seed"], n)
+    return {"cells": shared.sampled_cells(n, sizes["col_chunks"][1], seed),
+            "weights": shared.projection_weights(n, m, seed),
+            "transform": shared.projection_transform(n, m, seed, bool(resolved["inverse"]))}
+
+
+def input_lines(x: da.Array, y: da.Array, resolved: Resolved, sizes: dict,
+                certify: dict) -> da.Array:
+    """Every row of the input reduced to its certificates (:func:`pipelines.fft.tasks.line_terms`).
+
+    A (rows, 2 k + 1) float64 array, k = 1 + the sampled cells, one task a row block reading
+    the block of the input ``x`` and of its row transforms ``y``: in the stage of the row
+    transforms, while both are kept.
+    """
+    cols = certify["cells"][1]
+    width = 2 * (1 + len(cols)) + 1
+    terms = functools.partial(tasks.line_terms, n=sizes["n"], transform=certify["transform"],
+                              cols=cols, inverse=bool(resolved["inverse"]),
+                              library=resolved.backend.array_library)
+    name = "fft-lines-" + tokenize(x.name, y.name, width)
+    graph = {(name, i, 0): (terms, (x.name, i, 0), (y.name, i, 0))
+             for i in range(len(x.chunks[0]))}
+    layers = HighLevelGraph.from_collections(name, graph, dependencies=[x, y])
+    return da.Array(layers, name, chunks=(x.chunks[0], (width,)), meta=np.empty((0, 0)))
 
 
 def rows_transformed(x: da.Array, resolved: Resolved, sizes: dict) -> da.Array:
@@ -101,17 +136,18 @@ def written(spectrum_t: da.Array, sizes: dict) -> da.Array:
     return spectrum_t if sizes["half_inverse"] else spectrum_t.T
 
 
-def reduced(spectrum_t: da.Array, resolved: Resolved, cells) -> dict:
+def reduced(spectrum_t: da.Array, resolved: Resolved, certify: dict) -> dict:
     """Stage 4: the spectrum's blocks reduced to their summaries, assembled in one task."""
     col_chunks = spectrum_t.chunks[0]
-    rows, cols = cells
-    width = tasks.summary_width(col_chunks, len(rows))
+    rows, cols = certify["cells"]
+    n = spectrum_t.shape[1]
+    width = tasks.summary_width(col_chunks, len(rows), n)
     packed = spectrum_t.map_blocks(
         tasks.summary, chunks=((1,) * len(col_chunks), (width,)), dtype=np.float64,
         meta=np.empty((0, 0)), library=resolved.backend.array_library, rows=rows, cols=cols,
-        width=width)
+        width=width, weights=certify["weights"])
     return {"result": dask.delayed(tasks.assemble, pure=True)(packed, col_chunks,
-                                                                  len(rows))}
+                                                                  len(rows), n)}
 
 
 def _persisted(client, collection):
@@ -129,11 +165,12 @@ def drive(workload: Workload, client) -> dict:
     The same result as computing ``workload.collection``; the stages' seconds, the
     transpose's bytes and bandwidth go into the workload's description.
     """
-    resolved, sizes, cells = workload.context["stages"]
+    resolved, sizes, certify = workload.context["stages"]
     marks = [time.perf_counter()]
     x = _persisted(client, input_array(resolved, sizes))
     marks.append(time.perf_counter())
-    y = _persisted(client, rows_transformed(x, resolved, sizes))
+    y = rows_transformed(x, resolved, sizes)
+    y, lines = _persisted(client, [y, input_lines(x, y, resolved, sizes, certify)])
     del x
     marks.append(time.perf_counter())
     z = _persisted(client, transposed(y, sizes, resolved.backend.array_library))
@@ -142,7 +179,7 @@ def drive(workload: Workload, client) -> dict:
     spectrum_t = _persisted(client, columns_transformed(z, resolved, sizes))
     del z
     marks.append(time.perf_counter())
-    parts = reduced(spectrum_t, resolved, cells)
+    parts = {**reduced(spectrum_t, resolved, certify), "lines": lines}
     if workload.outputs:
         # The write of the kept spectrum goes to a new temporary, which replaces the build's.
         (old, final), = workload.outputs

@@ -3,8 +3,10 @@
 Every function runs on a worker with the block's own array module, NumPy (``numpy.fft``,
 pocketfft) or CuPy (``cupy.fft``, cuFFT), named by ``library``; nothing here runs in the
 client. A block of the spectrum is reduced in the task that made it to a few numbers
-(:func:`summary`): its columns' sums of squares, its largest cells, and its values at the
-sampled cells, packed into one small float64 host vector.
+(:func:`summary`): its columns' sums of squares, its part of the certified projection X s, its
+largest cells, and its values at the sampled cells, packed into one small float64 host vector.
+A block of the input is reduced to its rows' certificates (:func:`line_terms`): each row
+weighted by b = W s, its row transform at the sampled cells' columns, and its sum of squares.
 """
 
 from __future__ import annotations
@@ -94,17 +96,87 @@ def along_columns(block, library="numpy", inverse=False, value_type="complex128"
     return out.astype(value_type, copy=False)
 
 
-def summary_width(col_chunks: tuple[int, ...], cells: int) -> int:
-    """Length of one block's packed summary: energies, the largest cells, the sampled cells."""
-    return max(col_chunks) + 4 * shared.TOP + 2 * cells
+# Cells of temporaries (a slab of rows widened to float64/complex128) at once in a certificate.
+SLAB_CELLS = 2**22
 
 
-def summary(block, block_info=None, library="numpy", rows=(), cols=(), width=1):
+def _wide(part):
+    """``part`` in double precision (float64 or complex128); itself where it already is."""
+    return part.astype(np.complex128 if part.dtype.kind == "c" else np.float64, copy=False)
+
+
+def _times(part, columns):
+    """``part @ columns`` for complex ``columns``: two real products where ``part`` is real."""
+    if part.dtype.kind == "c":
+        return part @ columns
+    return (part @ columns.real) + 1j * (part @ columns.imag)
+
+
+def _squares(xp, part):
+    """Each row's sum of |values|^2, read in place (no temporary of the rows' size)."""
+    if part.dtype.kind != "c":
+        return xp.einsum("ij,ij->i", part, part)
+    if part.flags.c_contiguous:  # real and imaginary parts side by side, as float64
+        flat = part.view(np.float64)
+        return xp.einsum("ij,ij->i", flat, flat)
+    return (xp.einsum("ij,ij->i", part.real, part.real)
+            + xp.einsum("ij,ij->i", part.imag, part.imag))
+
+
+def line_terms(block, transformed, n=1, transform=None, cols=(), inverse=False,
+               library="numpy"):
+    """One row block of the input and of its row transforms, reduced to its rows' certificates.
+
+    Each row x_r (whole, as the row transforms read it) becomes the host row ``[re, im of
+    (x_r @ b, y_r at each sampled cell's column), sum |x_r|^2]``: b = W s (``transform``,
+    :func:`shared.projection_transform`) applied in double precision, a slab of rows at a time,
+    where the block lives; y_r the row's transform (``transformed``; times n for the inverse,
+    whose 1/n the DFT sums leave out), gathered at the sampled cells' columns ``cols``.
+    """
+    xp = importlib.import_module(library)
+    b = xp.asarray(transform)
+    height = block.shape[0]
+    terms = xp.empty((height, 1 + len(cols)), dtype=np.complex128)
+    squares = xp.empty(height, dtype=np.float64)
+    slab = max(1, SLAB_CELLS // max(1, n))
+    for top in range(0, height, slab):
+        part = _wide(block[top:top + slab])
+        terms[top:top + slab, 0] = _times(part, b)
+        squares[top:top + slab] = _squares(xp, part)
+    if len(cols):
+        terms[:, 1:] = transformed[:, xp.asarray(cols)]
+        if inverse:
+            terms[:, 1:] *= n
+    terms, squares = to_host(terms), to_host(squares)
+    return np.concatenate([terms.real, terms.imag, squares[:, None]], axis=1)
+
+
+def summary_width(col_chunks: tuple[int, ...], cells: int, n: int = 0) -> int:
+    """Length of one block's packed summary.
+
+    Its columns' energies, the projection (re and im of n values; ``n=0``: none), the largest
+    cells, the sampled cells.
+    """
+    return max(col_chunks) + 2 * n + 4 * shared.TOP + 2 * cells
+
+
+def _projected(xp, block, weights):
+    """``weights @ block`` in double precision, a slab of the block's rows at a time."""
+    height, n = block.shape
+    total = xp.zeros(n, dtype=np.complex128)
+    slab = max(1, SLAB_CELLS // max(1, n))
+    for top in range(0, height, slab):
+        total += xp.asarray(weights[top:top + slab]) @ _wide(block[top:top + slab])
+    return to_host(total)
+
+
+def summary(block, block_info=None, library="numpy", rows=(), cols=(), width=1, weights=None):
     """One column block of the spectrum, held transposed, as a host vector (1, width), float64.
 
     ``block`` is ``X[:, c0:c1].T``. The vector, zero-padded: ``[sum of |X|^2 of each of its
-    columns, TOP x (row, column, re, im) of its largest cells (row -1 where the block holds
-    fewer), (re, im) at each sampled cell it holds (0 elsewhere)]``.
+    columns, re and im of its part of X s (``weights``: s of every column; none without),
+    TOP x (row, column, re, im) of its largest cells (row -1 where the block holds fewer),
+    (re, im) at each sampled cell it holds (0 elsewhere)]``.
     """
     xp = importlib.import_module(library)
     (c0, c1), _ = block_info[0]["array-location"]
@@ -113,6 +185,10 @@ def summary(block, block_info=None, library="numpy", rows=(), cols=(), width=1):
     power *= power
     out = np.zeros(width)
     out[:c1 - c0] = to_host(power.sum(axis=1, dtype=np.float64))
+    if weights is not None:
+        at = width - 4 * shared.TOP - 2 * len(rows) - 2 * n
+        part = _projected(xp, block, weights[c0:c1])
+        out[at:at + n], out[at + n:at + 2 * n] = part.real, part.imag
     # The largest cells lie in the rows with the largest maxima: select those rows first.
     w = c1 - c0
     top = min(shared.TOP, w * n)
@@ -139,14 +215,17 @@ def summary(block, block_info=None, library="numpy", rows=(), cols=(), width=1):
     return out.reshape(1, width)
 
 
-def assemble(packed: np.ndarray, col_chunks: tuple[int, ...], cells: int) -> dict:
+def assemble(packed: np.ndarray, col_chunks: tuple[int, ...], cells: int, n: int = 0) -> dict:
     """The run's result from the packed block summaries (shaped (blocks, width)).
 
     ``column_squares``: sum of |X|^2 per column; ``peaks``: (row, column, value) of every
-    block's largest cells; ``samples``: the spectrum at the sampled cells.
+    block's largest cells; ``samples``: the spectrum at the sampled cells;
+    ``projection_parts``: each block's part of X s (blocks, n), where ``n`` (the spectrum's
+    rows) is given.
     """
     rows = packed
     base = rows.shape[1] - 4 * shared.TOP - 2 * cells
+    projection = rows[:, base - 2 * n:base - n] + 1j * rows[:, base - n:base]
     energies = np.concatenate([row[:w] for row, w in zip(rows, col_chunks, strict=True)])
     table = rows[:, base:base + 4 * shared.TOP].reshape(-1, 4)
     table = table[table[:, 0] >= 0]
@@ -159,4 +238,5 @@ def assemble(packed: np.ndarray, col_chunks: tuple[int, ...], cells: int) -> dic
         "peak_values": table[:, 2] + 1j * table[:, 3],
         "samples": samples[:, 0] + 1j * samples[:, 1],
         "col_chunks": np.array(col_chunks),
+        "projection_parts": projection,
     }

@@ -1,10 +1,27 @@
 """Independent verification of histogram-pipeline, and the mutations it must catch.
 
-What the check establishes: every reported bin count, the NaN count, the total in range, the
-range and bin edges, and any saved --output table equal ``numpy.histogram`` of every block's
-host copy (run on the workers, summed over all blocks); the kernel's own histograms of seeded
-sampled blocks equal numpy's bin by bin; and random data's counts fit their distribution
+What the ``full`` check establishes: every reported bin count, the NaN count, the total in
+range, the range and bin edges, and any saved --output table equal ``numpy.histogram`` of every
+block's host copy (run on the workers, summed over all blocks); the kernel's own histograms of
+seeded sampled blocks equal numpy's bin by bin; and random data's counts fit their distribution
 (Pearson's chi-square, with a Chernoff bound on a false alarm).
+
+The ``fast`` check reads the run's certificates (:mod:`pipelines.histogram.shared`): the
+reported counts, NaN count and total are the blocks' own added up (totals, and a fingerprint
+that any count changed, moved or lost between the blocks and their sum alters), random data's
+blocks each count all their values; a seeded sample of cells, as many as
+:func:`daskgpu.toolkit.spot_checks.sample_size` asks for a fault in a tenth of them to show with
+probability 99.9 %, binned by ``numpy.histogram`` from values drawn again in this process (or
+re-read from the input) equals the kernel's own counts of each, bin by bin; the default range's
+min and max are the values where the first pass found them; the edges, any --output table and
+random data's chi-square as in ``full``. Random cells are drawn again from their block's seed:
+uniform values by NumPy's PCG64 advanced to the cell's first value (a 64-bit word a float64
+value, half a word a float32 one); normal values, whose sampler takes a varying number of
+words, from the generator state the run noted at the cell, checked to lie on the block's own
+stream (its distance from the seeded state, at least a word a value and at most an eighth
+more). Where the run reports no cells (random data on GPU workers, or more than
+``shared.MAX_CELL_BINS`` bins) a seeded sample of whole blocks is binned again on the workers
+instead, on the device with ``cupy.histogram``.
 
 It shares no code with the computation it checks: it never imports
 :mod:`pipelines.histogram.pipeline`, :mod:`pipelines.histogram.tasks` or the histogram kernel,
@@ -16,6 +33,8 @@ through the layout in :mod:`pipelines.histogram.shared`.
 from __future__ import annotations
 
 import csv
+import functools
+import importlib
 import math
 import os
 
@@ -23,6 +42,7 @@ import dask
 import dask.array as da
 import numpy as np
 
+from daskgpu.toolkit import spot_checks
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
 from pipelines.histogram import shared
@@ -34,6 +54,18 @@ MIN_EXPECTED = 100
 GROUPS = 4096
 # A correct run fails the chi-square test with probability below this (a Chernoff bound).
 FALSE_ALARM = 1e-9
+# What the fast depth's spot checks promise (see daskgpu.toolkit.spot_checks).
+FAST_FRACTION = spot_checks.FRACTION
+FAST_CONFIDENCE = spot_checks.CONFIDENCE
+# NumPy's PCG64: its 128-bit LCG's multiplier (PCG's default for 128-bit states).
+PCG64_MULTIPLIER = 0x2360ED051FC65DA44385DF649FCCF645
+MASK128 = 2**128 - 1
+# Normal values take a word each, more on the sampler's rare rejections (about 2 % more): a
+# cell's state may lie this share of its values, plus NORMAL_SLACK words, past its first value.
+NORMAL_EXTRA = 1 / 8
+NORMAL_SLACK = 64
+# A failed fast check names at most this many disagreeing cells.
+MAX_LISTED = 3
 
 
 def _widened(lo: float, hi: float) -> tuple[float, float]:
@@ -260,13 +292,30 @@ def _chi_square_line(ctx: dict, value: dict) -> tuple[bool, str]:
     return True, f"chi-square {statistic:.4g} on {cells} cells fits {distribution}"
 
 
-def verify(workload: Workload, raw: dict) -> Verification:
-    """Every reported count, the NaN count, the range and edges against numpy.histogram.
+def verify(workload: Workload, raw: dict, depth: str = "full") -> Verification:
+    """Check the reported histogram: ``full`` against numpy.histogram, ``fast`` spot checks.
 
-    numpy.histogram runs on each block's host copy on its worker: the sum over all blocks must
-    equal the reported counts bin by bin, and on seeded sampled blocks it must equal the
-    kernel's own block histograms. Random data is also tested against its distribution.
+    Parameters
+    ----------
+    workload : Workload
+        The run's workload (its context: range, edges, data, seed, what the first pass found).
+    raw : dict
+        The computed result (layout: :mod:`pipelines.histogram.shared`).
+    depth : {"full", "fast"}
+        ``full``: numpy.histogram runs on each block's host copy on its worker: the sum over
+        all blocks must equal the reported counts bin by bin, and on seeded sampled blocks it
+        must equal the kernel's own block histograms. ``fast``: the counts must be the blocks'
+        own added up, and numpy.histogram of a seeded sample of cells (or, where the run
+        reports no cells, of blocks) must equal the kernel's counts of each. Random data is
+        also tested against its distribution.
+
+    Returns
+    -------
+    Verification
+        Whether every check passed; what was checked, or everything that disagreed.
     """
+    if depth == "fast":
+        return _verify_fast(workload, raw)
     ctx = workload.context
     value = workload.present(workload, raw)
     reference = _numpy_reference(ctx)
@@ -287,6 +336,348 @@ def verify(workload: Workload, raw: dict) -> Verification:
               f"{ctx['data'].npartitions} blocks ({value['in_range']} in range); blocks "
               f"{blocks} equal it bin by bin")
     return Verification(True, f"{detail}; {chi_line}" if chi_line else detail)
+
+
+# --- the fast depth: the run's certificates, and seeded spot checks -------------------------
+
+
+def _verify_fast(workload: Workload, raw: dict) -> Verification:
+    ctx = workload.context
+    value = workload.present(workload, raw)
+    lines = np.asarray(raw["blocks"], dtype=np.int64)
+    if lines.shape != (ctx["data"].npartitions, 3):
+        return Verification(False, f"blocks: {lines.shape[0]} lines for "
+                                   f"{ctx['data'].npartitions} blocks")
+    problems = [*_summed_problems(ctx, value, lines), *_block_total_problems(ctx, lines)]
+    if _reports_cells(ctx):
+        spot, found = _cell_problems(ctx, raw)
+    else:
+        spot, found = _block_sample_problems(ctx, lines)
+    problems += spot
+    if ctx["range_given"] is None and not all(math.isfinite(v) for v in found):
+        problems.append("range: no finite min and max where the first pass found them "
+                        f"({ctx['extremes']})")
+    else:
+        extent = {"lo": found[0], "hi": found[1]} if ctx["range_given"] is None else {}
+        problems += _range_problems(ctx, value, extent)
+    counts = {"counts": shared.summed(np.asarray(raw["histograms"]))}
+    problems += _output_problems(ctx, counts, workload.written(ctx["output"])
+                                 if ctx["output"] else None)
+    chi_line = ""
+    if ctx["distribution"] is not None:
+        fits, chi_line = _chi_square_line(ctx, value)
+        if not fits:
+            problems.append(chi_line)
+    if problems:
+        return Verification(False, "; ".join(problems))
+    return Verification(True, _passed_fast(ctx, value, chi_line))
+
+
+def _passed_fast(ctx: dict, value: dict, chi_line: str) -> str:
+    blocks = ctx["data"].npartitions
+    every = ", each counting all its values" if _counts_everything(ctx) else ""
+    if _reports_cells(ctx):
+        population, sample = _fast_cells(ctx)
+        how = "re-read" if ctx["seed"] is None else "drawn again"
+        spot = (f"{spot_checks.detection(len(sample), population, 'cells')}: numpy.histogram "
+                f"of each, {how}, equals the kernel's counts bin by bin")
+    else:
+        population, sample = _fast_blocks(ctx)
+        spot = (f"{spot_checks.detection(len(sample), population, 'blocks')}: their histograms "
+                "recomputed on the workers equal the kernel's")
+    extent = ("the min and max found again where the first pass found them"
+              if ctx["range_given"] is None else "the given range")
+    detail = (f"the {ctx['bins']} counts, NaN and total ({value['in_range']} in range) add up "
+              f"from the {blocks} blocks' own{every}; {spot}; edges from {extent}")
+    return f"{detail}; {chi_line}" if chi_line else detail
+
+
+def _reports_cells(ctx: dict) -> bool:
+    random_on_device = ctx["seed"] is not None and ctx["library"] != "numpy"
+    return shared.reports_cells(ctx["bins"], random_on_device)
+
+
+def _counts_everything(ctx: dict) -> bool:
+    """Random data in its own range: every value lies in the bins (none is NaN or infinite)."""
+    return ctx["seed"] is not None and ctx["range_given"] is None
+
+
+def _summed_problems(ctx: dict, value: dict, lines: np.ndarray) -> list[str]:
+    """The reported counts against the blocks' lines: totals, NaN and fingerprints."""
+    bins, problems = ctx["bins"], []
+    total, nan = int(lines[:, 0].sum()), int(lines[:, 1].sum())
+    if value["in_range"] != total:
+        problems.append(f"total: {value['in_range']} counted, the blocks' own counts add up "
+                        f"to {total}")
+    row = np.append(value["counts"], value["nan"])
+    weights = shared.fingerprint_weights(bins + 1, _sample_seed(ctx))
+    summed = shared.fingerprint(row, weights) % 2**64
+    expected = int(lines[:, 2].astype(np.uint64).sum(dtype=np.uint64))
+    if summed != expected:
+        problems.append(f"bin counts: their fingerprint {summed:#x} is not the blocks' "
+                        f"{expected:#x} added up (a count changed, moved or lost between "
+                        "the blocks and their sum)")
+    if value["nan"] != nan:
+        problems.append(f"NaN: {value['nan']} counted, the blocks' own add up to {nan}")
+    return problems
+
+
+def _block_total_problems(ctx: dict, lines: np.ndarray) -> list[str]:
+    if not _counts_everything(ctx):
+        return []
+    data = ctx["data"]
+    for number, location in enumerate(np.ndindex(*data.numblocks)):
+        size = math.prod(c[i] for c, i in zip(data.chunks, location, strict=True))
+        in_bins, nan = int(lines[number, 0]), int(lines[number, 1])
+        if in_bins != size or nan:
+            return [f"total: block {number} counts {in_bins} of its {size} values in the "
+                    f"bins and {nan} NaN (random data in its own range: all of them, no NaN)"]
+    return []
+
+
+def _sample_seed(ctx: dict) -> int:
+    """The seed of the run's samples: random data's own, an input's size."""
+    return ctx["seed"] if ctx["seed"] is not None else math.prod(ctx["data"].shape)
+
+
+def _block_shapes(ctx: dict) -> list[tuple[int, ...]]:
+    data = ctx["data"]
+    return [tuple(c[i] for c, i in zip(data.chunks, loc, strict=True))
+            for loc in np.ndindex(*data.numblocks)]
+
+
+def _fast_cells(ctx: dict) -> tuple[int, list[int]]:
+    """All the cells, and the seeded sample of them the fast depth checks.
+
+    The cells of the extremes join the checked ones (:func:`_checked_cells`), not the sample.
+    """
+    population = sum(shared.slabs(shape) for shape in _block_shapes(ctx))
+    return population, _sample(population, _sample_seed(ctx))
+
+
+def _fast_blocks(ctx: dict) -> tuple[int, list[int]]:
+    population = ctx["data"].npartitions
+    return population, _sample(population, _sample_seed(ctx))
+
+
+@functools.lru_cache(maxsize=16)
+def _sample(population: int, seed: int) -> list[int]:
+    """The seeded sample of ``range(population)`` the fast depth checks again."""
+    size = spot_checks.sample_size(population, FAST_FRACTION, FAST_CONFIDENCE)
+    return spot_checks.seeded_sample(population, size, seed).tolist()
+
+
+def _extreme_rows(ctx: dict) -> list[tuple[int, int, int]]:
+    """``(block, row, flat index)`` where the run's first pass found the min, then the max."""
+    shapes = _block_shapes(ctx)
+    return [(block, int(np.unravel_index(index, shapes[block])[0]) if shapes[block] else 0,
+             index) for block, index in ctx["extremes"] or ()]
+
+
+def _checked_cells(ctx: dict) -> list[tuple[int, int, int]]:
+    """``(block, first row, stop row)`` of every cell the run binned apart, in order."""
+    shapes = _block_shapes(ctx)
+    steps = [shared.slab_rows(shape) for shape in shapes]
+    firsts = np.concatenate([[0], np.cumsum([shared.slabs(shape) for shape in shapes])])
+    cells = set(_fast_cells(ctx)[1])
+    cells.update(int(firsts[block]) + row // steps[block] for block, row, _ in
+                 _extreme_rows(ctx))
+    located = []
+    for cell in sorted(cells):
+        block = int(np.searchsorted(firsts, cell, side="right")) - 1
+        first = (cell - int(firsts[block])) * steps[block]
+        rows = shapes[block][0] if shapes[block] else 1
+        located.append((block, first, min(first + steps[block], rows)))
+    return located
+
+
+def _cell_problems(ctx: dict, raw: dict) -> tuple[list[str], list[float]]:
+    """numpy.histogram of every checked cell against the kernel's; the extremes' values."""
+    cells = _checked_cells(ctx)
+    rows = np.asarray(raw["cells"])
+    if rows.shape != (len(cells), ctx["bins"] + 1):
+        return [f"cells: {rows.shape[0]} checked cells' counts reported, {len(cells)} "
+                "expected"], [math.nan, math.nan]
+    found = [math.nan, math.nan]
+    extremes = _extreme_rows(ctx)
+    problems = []
+    for number, ((block, first, stop), values) in enumerate(
+            zip(cells, _cell_values(ctx, raw, cells), strict=True)):
+        if isinstance(values, str):
+            problems.append(values)
+            continue
+        wrong = _cell_mismatch(ctx, rows[number], values)
+        if wrong:
+            problems.append(f"cell {number} (block {block}, rows {first} to {stop - 1}): "
+                            f"{wrong}")
+        for i, (at_block, at_row, index) in enumerate(extremes):
+            if at_block == block and first <= at_row < stop:
+                found[i] = float(values[index - first * (values.size // (stop - first))])
+    return problems[:MAX_LISTED], found
+
+
+def _cell_mismatch(ctx: dict, reported: np.ndarray, values: np.ndarray) -> str | None:
+    bins = ctx["bins"]
+    counts, _ = np.histogram(values, bins=bins, range=(ctx["lo"], ctx["hi"]))
+    wrong = _first_wrong_bin(reported[:bins], counts, "by the kernel", "numpy.histogram")
+    if wrong:
+        return wrong
+    nan = int(np.count_nonzero(np.isnan(values)))
+    if int(reported[bins]) != nan:
+        return f"NaN: {int(reported[bins])} by the kernel, numpy.isnan {nan}"
+    if ctx["range_given"] is None and ctx["seed"] is None:  # random data: every block counted
+        outside = values.size - int(counts.sum()) - nan - int(np.count_nonzero(np.isinf(values)))
+        if outside:
+            return f"range: {outside} finite values outside [{ctx['lo']:.6g}, {ctx['hi']:.6g}]"
+    return None
+
+
+def _cell_values(ctx: dict, raw: dict, cells):
+    """The values of every checked cell (flat, C order), drawn again or re-read.
+
+    A line instead of the values where a cell cannot be drawn again from the run's note of
+    its generator's state.
+    """
+    if ctx["seed"] is None:
+        yield from _reread_cells(ctx, cells)
+        return
+    states = np.asarray(raw["states"], dtype=np.uint64)
+    if states.shape != (len(cells), 6):
+        yield from (f"states: {states.shape[0]} reported for {len(cells)} checked cells"
+                    for _ in cells)
+        return
+    current = None
+    # One buffer for every cell: a fresh array a cell would cost its pages' first touch.
+    buffer = np.empty(max((stop - first for _, first, stop in cells), default=0),
+                      dtype=ctx["dtype"])
+    for (block, first, stop), words in zip(cells, states, strict=True):
+        if block != current:  # the cells come block by block
+            current = block
+            bits = np.random.PCG64(np.random.SeedSequence(ctx["seed"], spawn_key=(block,)))
+            rng, seeded = np.random.Generator(bits), bits.state
+        bits.state = seeded
+        placed = _placed(ctx, bits, first, words)
+        if placed:
+            yield f"cell at block {block} row {first}: {placed}"
+            continue
+        values = buffer[:stop - first]
+        if ctx["distribution"] == "normal":
+            rng.standard_normal(out=values, dtype=ctx["dtype"])
+        else:
+            rng.random(out=values, dtype=ctx["dtype"])
+        yield values
+
+
+def _placed(ctx: dict, bits, first: int, words) -> str | None:
+    """Put ``bits`` (at its block's seeded state) at value ``first`` of its block.
+
+    Uniform values: advanced by the words before ``first``. Normal values: set to the state
+    the run noted, once it is shown to lie on this stream at a plausible distance.
+    """
+    half = np.dtype(ctx["dtype"]).itemsize == 4  # float32 values take half a word each
+    if ctx["distribution"] != "normal":
+        bits.advance(first // 2 if half else first)  # cells start at even values
+        return None
+    seeded = bits.state
+    state = (int(words[0]) << 64) | int(words[1])
+    inc = (int(words[2]) << 64) | int(words[3])
+    if inc != seeded["state"]["inc"]:
+        return "the noted generator state is not on this block's stream"
+    steps = _pcg64_distance(seeded["state"]["state"], state, inc)
+    drawn = 2 * steps - int(words[4]) if half else steps
+    if not first <= drawn <= first + first * NORMAL_EXTRA + NORMAL_SLACK:
+        return (f"the noted generator state lies {drawn} draws into the block's stream, not "
+                f"{first} to {first + first * NORMAL_EXTRA + NORMAL_SLACK:.0f}")
+    bits.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": inc},
+                  "has_uint32": int(words[4]), "uinteger": int(words[5])}
+    return None
+
+
+def _pcg64_distance(start: int, end: int, inc: int) -> int:
+    """Steps of NumPy's PCG64 (its 128-bit LCG, increment ``inc``) from ``start`` to ``end``.
+
+    Bit by bit from the lowest: the low k bits of the state cycle with period 2**k, so the
+    step count's bit k is fixed by whether a jump of 2**k steps is needed to match bit k of
+    ``end``; the jump's multiplier and increment square along (as ``advance`` computes them).
+    """
+    mult, plus, distance, bit = PCG64_MULTIPLIER, inc, 0, 1
+    while start != end and bit <= MASK128:
+        if (start ^ end) & bit:
+            start = (start * mult + plus) & MASK128
+            distance |= bit
+        plus = ((mult + 1) * plus) & MASK128
+        mult = (mult * mult) & MASK128
+        bit <<= 1
+    return distance
+
+
+def _reread_cells(ctx: dict, cells):
+    """An input's checked cells, re-read with ``numpy.load`` (memory-mapped) or Zarr."""
+    source = ctx["source"]
+    if source.kind == "zarr":
+        import zarr
+
+        stored = zarr.open_array(source.path, mode="r")
+    else:
+        stored = np.load(source.path, mmap_mode="r")
+    data = ctx["data"]
+    origins = list(np.ndindex(*data.numblocks))
+    for block, first, stop in cells:
+        location = origins[block]
+        region = [slice(int(sum(c[:i])), int(sum(c[:i + 1])))
+                  for c, i in zip(data.chunks, location, strict=True)]
+        if region:
+            region[0] = slice(region[0].start + first, region[0].start + stop)
+        yield np.asarray(stored[tuple(region)]).ravel()
+
+
+def _block_sample_problems(ctx: dict, lines: np.ndarray) -> tuple[list[str], list[float]]:
+    """A seeded sample of whole blocks (and the extremes') binned again, against their lines.
+
+    On the workers, on the device, with the array library's own histogram.
+    """
+    data = ctx["data"]
+    extremes = ctx["extremes"] or ()
+    chosen = sorted(set(_fast_blocks(ctx)[1]) | {block for block, _ in extremes})
+    pieces = data.to_delayed().ravel()
+    weights = shared.fingerprint_weights(ctx["bins"] + 1, _sample_seed(ctx))
+    tasks = [dask.delayed(block_line, pure=True)(
+        pieces[block], (ctx["lo"], ctx["hi"], ctx["edges"]), weights, ctx["library"],
+        [index for at, index in extremes if at == block]) for block in chosen]
+    found = [math.nan, math.nan]
+    problems = []
+    for block, (line, picked) in zip(chosen, dask.compute(*tasks), strict=True):
+        if [int(x) for x in line] != [int(x) for x in lines[block]]:
+            problems.append(f"block {block}: the kernel's counts (in range, NaN, fingerprint) "
+                            f"{lines[block].tolist()}, recomputed {list(line)}")
+        for i, (at, _) in enumerate(extremes):
+            if at == block:
+                found[i] = picked.pop(0)
+    return problems, found
+
+
+def block_line(values, binning, weights, library: str, at) -> tuple[list[int], list[float]]:
+    """A block's line (in range, NaN, fingerprint), and its values at the flat indices ``at``.
+
+    Computed where the block is, by the array library's own histogram: ``numpy.histogram`` of
+    the range; on a GPU ``cupy.histogram`` of NumPy's edges (its own would be CuPy's
+    ``linspace``'s), the NaN values left out first (its search would count them). ``binning``
+    is ``(lo, hi, edges)``.
+    """
+    lo, hi, edges = binning
+    flat = values.ravel()
+    bins = len(edges) - 1
+    is_nan = np.isnan(flat)
+    nan = int(is_nan.sum())
+    if library == "numpy":
+        counts, _ = np.histogram(flat, bins=bins, range=(lo, hi))
+    else:
+        xp = importlib.import_module(library)
+        kept = flat[~is_nan] if nan else flat
+        counts = to_host(xp.histogram(kept, bins=xp.asarray(edges))[0])
+    row = np.append(np.asarray(counts, dtype=np.int64), nan)
+    line = [int(row[:bins].sum()), nan, shared.fingerprint(row, weights)]
+    return line, [float(flat[i]) for i in at]
 
 
 # --- mutations: alterations of the computed result that verify must catch ------------------

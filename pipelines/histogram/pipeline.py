@@ -37,7 +37,14 @@ from daskgpu.toolkit.registry import Resolved, Workload, pipeline
 from daskgpu.toolkit.timing import timed
 from pipelines.histogram import SUMMARY, shared
 from pipelines.histogram.check import MUTATIONS, verify
-from pipelines.histogram.tasks import finite_range, histograms, make_data, sampled_blocks, widened
+from pipelines.histogram.tasks import (
+    checked_cells,
+    finite_range,
+    histograms,
+    make_data,
+    sampled_blocks,
+    widened,
+)
 
 CPU_DEFAULT_VALUES = 100_000_000
 MAX_BINS = 10_000_000
@@ -151,16 +158,29 @@ def prepare(resolved: Resolved) -> Workload:
     """Build the lazy histogram; the default range is found by a first pass over the data."""
     bins, range, output = resolved["bins"], resolved["range"], resolved["output"]
     data, described = make_data(resolved)
-    lo, hi = range if range is not None else finite_range(data)
-    # Input data has no seed: its sampled blocks follow from its size.
+    lo, hi, extremes = (*range, None) if range is not None else finite_range(data)
+    # Input data has no seed: its sampled blocks and cells follow from its size.
     seed = resolved["seed"] if resolved["seed"] is not None else math.prod(data.shape)
     sampled = sampled_blocks(data.numblocks, seed)
-    # Row 0: the counts; then the sampled blocks' own counts (pipelines.histogram.shared).
-    collection = {"histograms": histograms(data, lo, hi, bins, sampled)}
+    library = resolved.backend.array_library
+    random = resolved["input"] is None
+    cuts = {}
+    if shared.reports_cells(bins, random and library != "numpy"):
+        shapes = [tuple(c[i] for c, i in zip(data.chunks, loc, strict=True))
+                  for loc in np.ndindex(*data.numblocks)]
+        cuts = checked_cells(shapes, seed, extremes)
+    drawn = ({"seed": seed, "dtype": data.dtype.name, "distribution": resolved["distribution"]}
+             if random and library == "numpy" else None)
+    # The rows (the counts, then the sampled blocks'), and the certificates beside them
+    # (pipelines.histogram.shared).
+    collection = histograms(data, lo, hi, bins, sampled, cuts,
+                            shared.fingerprint_weights(bins + 1, seed), drawn)
     elements = math.prod(data.shape)
     context = {"bins": bins, "lo": lo, "hi": hi, "edges": _edges(data.dtype, lo, hi, bins),
                "output": output, "data": data, "dtype": data.dtype, "sampled": sampled,
-               "range_given": range, "distribution": resolved["distribution"]}
+               "range_given": range, "distribution": resolved["distribution"],
+               "seed": resolved["seed"], "library": library, "extremes": extremes,
+               "source": None if random else resolved.inputs["input"]}
     return Workload(
         collection=collection,
         bytes_are="generated" if resolved["input"] is None else "read",

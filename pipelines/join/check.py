@@ -7,6 +7,10 @@ exactly, ``sum(x*y)`` and ``mean(y)`` equal it up to their rounding. Right keys 
 dense ``y[key]`` array built from the right table joins every left row by lookup, on the
 cluster, with no ``merge``, shuffle or group-by.
 
+That is the full depth. The fast depth (:mod:`pipelines.join.check_cells`) checks the run's
+per-cell certificates instead, every block's joined rows against the tables' definition, and a
+seeded sample of cells drawn again and joined by lookup.
+
 It shares no code with the computation it checks: it imports nothing from
 :mod:`pipelines.join.pipeline` or :mod:`pipelines.join.tasks`, only the group count
 (:mod:`pipelines.join.shared`); it reads the reported value through ``workload.present`` and the
@@ -23,6 +27,7 @@ import numpy as np
 
 from daskgpu.toolkit import backends
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
+from pipelines.join.check_cells import verify_fast
 from pipelines.join.shared import GROUPS
 
 
@@ -86,29 +91,30 @@ def _tolerance(count: int) -> float:
     return (2 * count + 4) * float(np.finfo(np.float64).eps)
 
 
-def _pair(got: float, want: float) -> str:
-    """``got vs lookup want`` with as few digits as show the difference."""
+def _pair(got: float, want: float, source: str = "lookup") -> str:
+    """``got vs SOURCE want`` with as few digits as show the difference."""
     for digits in (6, 10, 17):
         a, b = f"{got:.{digits}g}", f"{want:.{digits}g}"
         if a != b:
             break
-    return f"{a} vs lookup {b}"
+    return f"{a} vs {source} {b}"
 
 
-def _mean_difference(got: float | None, want: float | None, rtol: float) -> list[str]:
+def _mean_difference(got: float | None, want: float | None, rtol: float,
+                     source: str = "lookup") -> list[str]:
     """``["mean_y ..."]`` where a reported mean disagrees (None: a group without rows)."""
     if got is None or want is None:
-        return [] if got is want else [f"mean_y {_short(got)} vs lookup {_short(want)}"]
+        return [] if got is want else [f"mean_y {_short(got)} vs {source} {_short(want)}"]
     return [] if math.isclose(got, want, rel_tol=rtol, abs_tol=0.0) else [
-        f"mean_y {_pair(got, want)}"]
+        f"mean_y {_pair(got, want, source)}"]
 
 
 def _short(value: float | None) -> str:
     return "none (no rows)" if value is None else f"{value:.6g}"
 
 
-def _group_differences(reported: dict, totals: dict) -> list[str]:
-    """``group g: field got vs lookup want, ...`` for each group whose numbers disagree."""
+def _group_differences(reported: dict, totals: dict, source: str = "lookup") -> list[str]:
+    """``group g: field got vs SOURCE want, ...`` for each group whose numbers disagree."""
     out = []
     for g in range(GROUPS):
         count = int(totals["count"][g])
@@ -116,24 +122,32 @@ def _group_differences(reported: dict, totals: dict) -> list[str]:
         rtol = _tolerance(count)
         wrong = []
         if reported["count"][g] != count:
-            wrong.append(f"count {reported['count'][g]} vs lookup {count}")
+            wrong.append(f"count {reported['count'][g]} vs {source} {count}")
         if not math.isclose(reported["sum_xy"][g], sum_xy, rel_tol=rtol, abs_tol=0.0):
-            wrong.append(f"sum_xy {_pair(reported['sum_xy'][g], sum_xy)}")
-        wrong += _mean_difference(reported["mean_y"][g], sum_y / count if count else None, rtol)
+            wrong.append(f"sum_xy {_pair(reported['sum_xy'][g], sum_xy, source)}")
+        wrong += _mean_difference(reported["mean_y"][g], sum_y / count if count else None, rtol,
+                                  source)
         if wrong:
             out.append(f"group {g}: {', '.join(wrong)}")
     return out
 
 
-def verify(workload: Workload, raw: dict) -> Verification:
-    """The reported value against a join-free lookup over every left row, on the cluster.
+def verify(workload: Workload, raw: dict, depth: str = "full") -> Verification:
+    """The reported value against a join-free lookup, over every left row or a sample.
 
     Right keys are unique (a permutation of ``0..R-1``), so a left row with key ``k < R`` has
     exactly one partner, whose ``y`` a dense array built from the right table gives: per group
     the rows, ``sum(x*y)`` and ``mean(y)`` follow without any join or group-by. The counts
     must be equal, the sums and means equal up to their rounding; the joined rows must equal
     both the lookup's count and ``round(match * rows)``.
+
+    ``depth="full"`` does that over every left row, on the cluster. ``depth="fast"`` checks the
+    run's cell certificates instead: they add up to the answer, every block's joined rows
+    equal its definition's, and a seeded sample of cells drawn again and joined by lookup
+    equals them (:mod:`pipelines.join.check_cells`).
     """
+    if depth == "fast":
+        return verify_fast(workload, raw, _group_differences)
     ctx = workload.context
     reported = workload.present(workload, raw)
     found = lookup_totals(ctx["left"], ctx["right"], ctx["right_rows"]).compute()

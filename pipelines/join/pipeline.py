@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from daskgpu.data.synthetic_tables import pandas_tables, right_size, tables
+from daskgpu.data.synthetic_tables import pandas_tables, partition_bounds, right_size, tables
 from daskgpu.errors import ParameterError
 from daskgpu.toolkit import backends
 from daskgpu.toolkit.params import Param, bounded_float, choice, non_negative_int, positive_int
@@ -34,7 +34,14 @@ from pipelines.join import SUMMARY
 from pipelines.join import strategy as join_strategy
 from pipelines.join.check import MUTATIONS, verify
 from pipelines.join.shared import GROUPS
-from pipelines.join.tasks import aggregate, join, result_parts, shares_hash_table
+from pipelines.join.tasks import (
+    aggregate,
+    cell_certificates,
+    join,
+    numbered,
+    result_parts,
+    shares_hash_table,
+)
 
 CPU_DEFAULT_ROWS = 10_000_000
 GPU_DEFAULT_ROWS = 100_000_000
@@ -204,12 +211,17 @@ def prepare(resolved: Resolved) -> Workload:
         builds=backend.workers if shared else partitions)
     left, right, sizes = tables(backend, rows, match, partitions, seed,
                                 right_partitions=1 if strategy.broadcast else None)
-    joined = join(left, right, strategy, shared)
+    bounds = partition_bounds(rows, partitions)
+    # A broadcast probe keeps each left partition's index, which places its rows; a merge
+    # does not, so the rows carry their position through it.
+    keeps_index = strategy.broadcast and shared
+    joined = join(left if keeps_index else numbered(left, bounds), right, strategy, shared)
     join_name = strategy.name
     if not strategy.broadcast and 1 in (partitions, sizes["right_partitions"]):
         join_name = "single partition (a table in one partition needs no shuffle)"
-    # Only the reported value: verify recomputes its own totals from the tables, on the cluster.
-    collection = result_parts(joined)
+    # The reported value, and beside it the cell certificates that the fast check reads (a few
+    # hundred bytes per cell); the full check recomputes its own totals from the tables.
+    collection = {**result_parts(joined), "cells": cell_certificates(joined, bounds)}
     right_rows = sizes["right_rows"]
     return Workload(
         collection=collection,
@@ -228,6 +240,7 @@ def prepare(resolved: Resolved) -> Workload:
             "seed": seed,
         },
         context={"matched": sizes["matched"], "rows": rows, "right_rows": right_rows,
-                 "left": left, "right": right},
+                 "left": left, "right": right, "seed": seed,
+                 "library": backend.array_library, "threads": max(1, backend.threads)},
         present=present,
     )

@@ -10,11 +10,14 @@ of the two tables the way a :class:`pipelines.join.strategy.Strategy` says, and
 
 from __future__ import annotations
 
+import importlib
+
+import numpy as np
 import pandas as pd
 
 from daskgpu.data.synthetic_tables import LEFT_META, RIGHT_META
 from daskgpu.toolkit import backends
-from pipelines.join.shared import GROUPS
+from pipelines.join.shared import CELL_ROWS, GROUPS
 
 
 def _row_count(frame):
@@ -84,3 +87,71 @@ def result_parts(joined) -> dict:
         "joined_rows": joined.map_partitions(_row_count, meta=pd.Series([], dtype="int64")).sum(),
         "aggregate": totals.map_partitions(backends.to_host, meta=backends.to_host(totals._meta)),
     }
+
+
+# --- certificates: the joined rows summed by cell of the left table, beside the answer --------
+
+#: Columns of the cell certificates: per cell of the left table and group, the joined rows,
+#: the sum of x*y and the sum of y.
+CELL_META = pd.DataFrame({"cell": pd.Series([], dtype="int64"),
+                          "group": pd.Series([], dtype="int64"),
+                          "count": pd.Series([], dtype="int64"),
+                          "sum_xy": pd.Series([], dtype="float64"),
+                          "sum_y": pd.Series([], dtype="float64")})
+
+
+def _values(column):
+    """A column or index as an array where it lives: NumPy for pandas, CuPy for cuDF."""
+    return column.values if hasattr(column, "to_pandas") else column.to_numpy()
+
+
+def _array_module(array):
+    return importlib.import_module(type(array).__module__.split(".")[0])
+
+
+def _with_rows(part, starts: tuple, partition_info=None):
+    """A left partition with ``row``, each row's position in the whole left table."""
+    start = starts[partition_info["number"]] if partition_info else 0
+    xp = _array_module(_values(part["key"]))
+    return part.assign(row=xp.arange(start, start + len(part), dtype=xp.int64))
+
+
+def numbered(left, bounds):
+    """The left table with a ``row`` column (for joins that do not keep a partition's index)."""
+    starts = tuple(int(b[0]) for b in bounds)
+    return left.map_partitions(_with_rows, starts,
+                               meta=LEFT_META.assign(row=pd.Series([], dtype="int64")))
+
+
+def _cell_sums(joined, starts: tuple, partition_info=None) -> pd.DataFrame:
+    """One joined partition summed by (cell of the left table, group), on its worker.
+
+    A row's cell is its position in the left table (its ``row`` column, or the partition's
+    start plus its index, which ``_probe`` keeps) divided by ``CELL_ROWS``. Only the non-empty
+    (cell, group) sums travel, as a small host table.
+    """
+    if len(joined) == 0:
+        return CELL_META
+    if "row" in joined.columns:
+        rows = _values(joined["row"])
+    else:
+        rows = _values(joined.index) + (starts[partition_info["number"]] if partition_info else 0)
+    keys, x, y = (_values(joined[name]) for name in ("key", "x", "y"))
+    xp = _array_module(keys)
+    cell = rows // CELL_ROWS
+    first = int(cell.min())
+    span = (int(cell.max()) - first + 1) * GROUPS
+    slot = (cell - first) * GROUPS + keys % GROUPS
+    count = xp.bincount(slot, minlength=span)
+    sums = [xp.bincount(slot, weights=w, minlength=span) for w in (x * y, y)]
+    kept = xp.flatnonzero(count)
+    host = [backends.to_host(kept), *(backends.to_host(a[kept]) for a in (count, *sums))]
+    return pd.DataFrame({"cell": first + host[0] // GROUPS, "group": host[0] % GROUPS,
+                         "count": host[1].astype(np.int64), "sum_xy": host[2],
+                         "sum_y": host[3]})
+
+
+def cell_certificates(joined, bounds):
+    """The lazy cell certificates of a join: per (left cell, group) count, sum x*y, sum y."""
+    starts = tuple(int(b[0]) for b in bounds)
+    return joined.map_partitions(_cell_sums, starts, meta=CELL_META)

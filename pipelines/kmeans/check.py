@@ -1,6 +1,8 @@
 """Independent verification of kmeans-pipeline's result (:func:`verify`) and its mutations.
 
-What the check establishes, on data it draws again on the workers from the documented
+At ``depth="fast"`` (the default of a run) :mod:`pipelines.kmeans.check_fast` checks the last
+iteration whole and the cell sums the run reports, on the points it kept. What the full check
+establishes, on data it draws again on the workers from the documented
 per-shard seeds, its own way, with every value in float64, over all points:
 
 - the iterations stop as the rule says: every shift but the last over ``--tol``, and the last
@@ -47,18 +49,36 @@ from daskgpu.toolkit.numeric import generator
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
 from pipelines.kmeans import check_init as init_checks
 from pipelines.kmeans.check_init import EPS64, LAMBDA, ROUNDS
+from pipelines.kmeans.check_init import near_sets as _near_sets
 from pipelines.kmeans.shared import POINTS, SEPARATION
 
 FALSE_ALARM = 1e-9  # chance that a correct run's centroid falls outside the blob's bound
 SLAB = 16_384  # points recomputed at once in float64
 
 
-def verify(workload: Workload, raw) -> Verification:
-    """Check the iterations, inertias and centroids of a k-means run against a float64 replay.
+def verify(workload: Workload, raw, depth: str = "full") -> Verification:
+    """Check the iterations, inertias and centroids of a k-means run.
 
-    See the module's docstring for what is established.
+    ``depth="full"``: against a float64 replay on data drawn or read again (see the module's
+    docstring); ``"fast"``: on the points the run kept, with the k-means|| initialisation's
+    cells sampled (:mod:`pipelines.kmeans.check_fast`). A presented run's shards are let go
+    once the check no longer needs them (the full check, before it draws its own).
     """
     ctx = workload.context
+    if depth == "fast":
+        from pipelines.kmeans.check_fast import verify_fast  # it builds on this module's rules
+
+        try:
+            return verify_fast(ctx, raw)
+        finally:
+            if ctx.get("presented"):
+                ctx["shards"].release()
+    if ctx.get("presented"):
+        ctx["shards"].release()
+    return _verify_full(ctx, raw)
+
+
+def _verify_full(ctx: dict, raw) -> Verification:
     failure = _check_structure(ctx, raw) or _check_stop(ctx, raw)
     if not failure and ctx["init"] != "random":
         failure = init_checks.check_reported(ctx, raw.get("init"))
@@ -94,25 +114,6 @@ def _read(source: dict, start: int, rows: int, dtype: str, xp):
 
         points = zarr.open_array(source["path"], mode="r")
     return xp.asarray(np.asarray(points[start:start + rows]).astype(dtype))
-
-
-def _near_sets(x, x_norm2, c, c_norm2, unit: float, xp) -> tuple:
-    """Each point's nearest of the rows of ``c`` and those within rounding of it.
-
-    Returns the float64 distances, the nearest, its distance and error allowance, the
-    allowances, and ``shared``: the rows a point with a rounding tie may be nearest.
-    """
-    d = x.shape[1]
-    dist = xp.maximum(x_norm2[:, None] - 2 * (x @ c.T) + c_norm2, 0)
-    mine = 2 * (d + 2) * EPS64 * (x_norm2[:, None] + c_norm2)
-    err = (mine + (d + 3) * unit * dist + 2.5 * unit * xp.sqrt(dist * c_norm2)
-           + 2 * unit ** 2 * c_norm2)
-    best = xp.argmin(dist, axis=1)
-    low = xp.take_along_axis(dist, best[:, None], axis=1)[:, 0]
-    low_err = xp.take_along_axis(err, best[:, None], axis=1)[:, 0]
-    within = (dist - low[:, None]) <= err + low_err[:, None]
-    shared = within & (within.sum(axis=1) > 1)[:, None]
-    return best, low, low_err, err, within, shared, dist
 
 
 def shard_totals(seed: int, index: int, rows: int, clusters: int, dtype: str, library: str,

@@ -48,6 +48,25 @@ def seeded_rows(seed: int, samples: int, k: int) -> np.ndarray:
     return rng.choice(samples, size=k, replace=False)
 
 
+def near_sets(x, x_norm2, c, c_norm2, unit: float, xp) -> tuple:
+    """Each point's nearest of the rows of ``c`` and those within rounding of it.
+
+    Returns the float64 distances, the nearest, its distance and error allowance, the
+    allowances, and ``shared``: the rows a point with a rounding tie may be nearest.
+    """
+    d = x.shape[1]
+    dist = xp.maximum(x_norm2[:, None] - 2 * (x @ c.T) + c_norm2, 0)
+    mine = 2 * (d + 2) * EPS64 * (x_norm2[:, None] + c_norm2)
+    err = (mine + (d + 3) * unit * dist + 2.5 * unit * xp.sqrt(dist * c_norm2)
+           + 2 * unit ** 2 * c_norm2)
+    best = xp.argmin(dist, axis=1)
+    low = xp.take_along_axis(dist, best[:, None], axis=1)[:, 0]
+    low_err = xp.take_along_axis(err, best[:, None], axis=1)[:, 0]
+    within = (dist - low[:, None]) <= err + low_err[:, None]
+    shared = within & (within.sum(axis=1) > 1)[:, None]
+    return best, low, low_err, err, within, shared, dist
+
+
 def check_reported(ctx: dict, chosen) -> str | None:
     """The reported candidates' shapes and ranges, before anything is computed from them."""
     if not isinstance(chosen, dict) or any(key not in chosen for key in

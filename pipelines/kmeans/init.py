@@ -13,8 +13,13 @@ import importlib
 import numpy as np
 
 from daskgpu.toolkit import backends, data_parallel
-from pipelines.kmeans.shared import INIT, KMEANS_PARALLEL_OVERSAMPLING, KMEANS_PARALLEL_ROUNDS
-from pipelines.kmeans.tasks import pick_rows, shard_pass
+from pipelines.kmeans.shared import (
+    INIT,
+    KMEANS_PARALLEL_OVERSAMPLING,
+    KMEANS_PARALLEL_ROUNDS,
+    cell_rows,
+)
+from pipelines.kmeans.tasks import pick_rows, shard_pass, shard_weights
 
 # Most weighted Lloyd steps reducing the candidates to k (they stop at a fixed point first).
 WEIGHTED_MAX_STEPS = 200
@@ -64,29 +69,40 @@ def initial_centroids(client, shards, sizes, seed: int, k: int, method: str
 
 
 def sample_far(x, candidates: np.ndarray, cost: float, factor: float, seed: int, step: int,
-               index: int, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+               index: int, start: int = 0, cell: int | None = None) -> tuple:
     """Points of shard ``x`` sampled with probability ``min(1, factor * D^2 / cost)``.
 
     ``D`` is a point's distance to the nearest candidate. The draws are seeded by
     ``(seed, INIT, step, index)``; runs on the shard's worker. Returns the kept points' global
-    rows (``start``, the shard's first row, plus their own) and the points, float64 on the host.
+    rows (``start``, the shard's first row, plus their own) and the points, float64 on the
+    host; with ``cell``, also per cell of that many points the sum of ``D^2`` (float64) and
+    the count of points kept, for the check.
     """
     xp = importlib.import_module(type(x).__module__.split(".")[0])
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(INIT, step, index)))
     c = xp.asarray(candidates)
     norms = (c ** 2).sum(axis=1)
+    cells = -(-x.shape[0] // cell) if cell else 0
     rows, chosen = [], []
+    costs, kept = np.zeros(cells), np.zeros(cells, np.int64)
     for first in range(0, x.shape[0], SLAB):
         part = x[first:first + SLAB].astype(np.float64)
         near = ((part ** 2).sum(axis=1)[:, None] - 2 * part @ c.T + norms).min(axis=1)
         near = backends.to_host(xp.maximum(near, 0))
         keep = np.flatnonzero(rng.random(near.shape[0]) < factor * near / cost)
+        if cell:  # a point with no finite distance counts nowhere, as in the kernel's cost
+            where = (first + np.arange(near.shape[0])) // cell
+            costs += np.bincount(where, weights=np.where(np.isfinite(near), near, 0),
+                                 minlength=cells)
+            kept += np.bincount(where[keep], minlength=cells)
         if len(keep):
             rows.append(start + first + keep)
             chosen.append(backends.to_host(part[xp.asarray(keep)]))
     if not chosen:
-        return np.empty(0, np.int64), np.empty((0, x.shape[1]))
-    return np.concatenate(rows).astype(np.int64), np.concatenate(chosen)
+        found = np.empty(0, np.int64), np.empty((0, x.shape[1]))
+    else:
+        found = np.concatenate(rows).astype(np.int64), np.concatenate(chosen)
+    return (*found, costs, kept) if cell else found
 
 
 def kmeans_parallel(client, shards, sizes, seed: int, k: int) -> tuple[np.ndarray, dict]:
@@ -106,14 +122,18 @@ def kmeans_parallel(client, shards, sizes, seed: int, k: int) -> tuple[np.ndarra
         ``rounds`` (0 for the seeded one, ``r + 1`` for those sampled in round ``r``,
         ``KMEANS_PARALLEL_ROUNDS + 1`` for the seeded ones added), and ``costs``: the sum of
         squared distances to the candidates at the start of each round run (the sampling's
-        denominator; the rounds stop early at a cost of 0).
+        denominator; the rounds stop early at a cost of 0). For the check, per cell of
+        points (:func:`pipelines.kmeans.shared.cell_rows`, shard after shard): each round's
+        sum of squared distances (``cell_costs``, rounds x cells) and points sampled
+        (``cell_sampled``), and the points nearest each candidate (``cell_weights``).
     """
     samples = int(sum(sizes))
     starts = np.cumsum((0, *sizes))
+    cell = cell_rows(samples, k)
     rows = random_rows(seed, samples, 1).astype(np.int64)
     candidates = gather_rows(client, shards, sizes, rows)
     factor = KMEANS_PARALLEL_OVERSAMPLING * k
-    rounds, costs = [np.zeros(1, np.int64)], []
+    rounds, costs, cell_costs, cell_sampled = [np.zeros(1, np.int64)], [], [], []
     for step in range(KMEANS_PARALLEL_ROUNDS):
         (_, _, cost), _ = data_parallel.step(client, shards, shard_pass, data_parallel.add_pairs,
                                              candidates)
@@ -121,10 +141,12 @@ def kmeans_parallel(client, shards, sizes, seed: int, k: int) -> tuple[np.ndarra
         if cost <= 0:
             break
         found = client.gather([client.submit(sample_far, s, candidates, cost, factor, seed,
-                                             step, i, int(starts[i]), pure=False)
+                                             step, i, int(starts[i]), cell, pure=False)
                                for i, s in enumerate(shards)])
-        rows = np.concatenate([rows, *(r for r, _ in found)])
-        candidates = np.concatenate([candidates, *(p for _, p in found)])
+        rows = np.concatenate([rows, *(f[0] for f in found)])
+        candidates = np.concatenate([candidates, *(f[1] for f in found)])
+        cell_costs.append(np.concatenate([f[2] for f in found]))
+        cell_sampled.append(np.concatenate([f[3] for f in found]))
         rounds.append(np.full(len(rows) - sum(map(len, rounds)), step + 1, np.int64))
     if len(rows) < k:  # too few distinct points were sampled: add seeded ones
         extra = random_rows(seed, samples, k)
@@ -132,14 +154,22 @@ def kmeans_parallel(client, shards, sizes, seed: int, k: int) -> tuple[np.ndarra
         rows = np.concatenate([rows, extra])
         candidates = np.concatenate([candidates, gather_rows(client, shards, sizes, extra)])
         rounds.append(np.full(len(extra), KMEANS_PARALLEL_ROUNDS + 1, np.int64))
-    (_, weights, _), _ = data_parallel.step(client, shards, shard_pass, data_parallel.add_pairs,
-                                            candidates)
-    weights = np.asarray(weights, dtype=np.int64)
+    per_cell = np.concatenate(client.gather([
+        client.submit(shard_weights, s, candidates, cell, pure=False) for s in shards]))
+    weights = per_cell.sum(axis=0)
     chosen = {"rows": rows, "points": candidates, "weights": weights,
-              "rounds": np.concatenate(rounds), "costs": np.array(costs)}
+              "rounds": np.concatenate(rounds), "costs": np.array(costs),
+              "cell_costs": _rounds_by_cells(cell_costs, len(per_cell), np.float64),
+              "cell_sampled": _rounds_by_cells(cell_sampled, len(per_cell), np.int64),
+              "cell_weights": per_cell}
     if len(rows) == k:
         return candidates.copy(), chosen
     return weighted_kmeans(candidates, weights.astype(np.float64), k, seed), chosen
+
+
+def _rounds_by_cells(per_round: list, cells: int, dtype) -> np.ndarray:
+    """Each sampling round's per-cell values, ``(rounds, cells)`` (no rows if none sampled)."""
+    return np.stack(per_round).astype(dtype) if per_round else np.zeros((0, cells), dtype)
 
 
 def nearest(points: np.ndarray, centroids: np.ndarray) -> np.ndarray:

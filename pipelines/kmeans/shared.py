@@ -33,3 +33,52 @@ def half_width(clusters: int, features: int) -> float:
     24.0
     """
     return SEPARATION * round(clusters ** (1 / features), 12)
+
+
+#: Cells of a k-means|| run's certificates (consecutive points of a shard, the last cell of
+#: each shard shorter): at most ``CELLS`` of them, at least ``MIN_CELL_ROWS`` points each, and
+#: at most ``CELL_ENTRIES`` cell-candidate counts in all (for the expected candidates).
+CELLS = 4096
+MIN_CELL_ROWS = 256
+CELL_ENTRIES = 1 << 23
+
+
+def cell_rows(samples: int, k: int) -> int:
+    """Points of one cell of a k-means|| run of ``samples`` points and ``k`` centroids.
+
+    For each cell the run reports each round's sampling cost and sampled points and the
+    points nearest each candidate, so that a check may recompute a sample of cells.
+
+    >>> cell_rows(1_000_000, 16), cell_rows(8_000, 5), cell_rows(10**8, 1000)
+    (256, 256, 119332)
+    """
+    expected = 1 + KMEANS_PARALLEL_ROUNDS * KMEANS_PARALLEL_OVERSAMPLING * k
+    cells = max(1, min(CELLS, CELL_ENTRIES // expected))
+    return max(MIN_CELL_ROWS, -(-samples // cells))
+
+
+def cells_of(rows: int, cell: int) -> int:
+    """Cells of a shard of ``rows`` points.
+
+    >>> cells_of(2000, 256)
+    8
+    """
+    return -(-rows // cell)
+
+
+#: Cells of a run's Lloyd certificates (the per-cell sums, counts and inertia of the
+#: iterations a check does not recompute whole): at most ``LLOYD_CELLS``, at least
+#: ``MIN_CELL_ROWS`` points each, and at most ``LLOYD_ENTRIES`` numbers in all.
+LLOYD_CELLS = 1024
+LLOYD_ENTRIES = 1 << 21
+
+
+def lloyd_cell_rows(samples: int, k: int, features: int, sets: int) -> int:
+    """Points of one cell of the Lloyd certificates of ``sets`` centroid sets.
+
+    >>> lloyd_cell_rows(1_000_000, 16, 32, 1), lloyd_cell_rows(1_000_000, 16, 32, 40)
+    (977, 10417)
+    """
+    per_cell = max(1, sets) * k * (features + 2)
+    cells = max(1, min(LLOYD_CELLS, LLOYD_ENTRIES // per_cell))
+    return max(MIN_CELL_ROWS, -(-samples // cells))

@@ -29,6 +29,7 @@ from pipelines.kmeans.shared import (
     POINTS,
     SEPARATION,
     half_width,
+    lloyd_cell_rows,
 )
 
 
@@ -76,6 +77,41 @@ def shard_pass(x, centroids: np.ndarray) -> tuple:
     return out, time.perf_counter() - began
 
 
+def shard_weights(x, candidates: np.ndarray, cell: int) -> np.ndarray:
+    """The points of shard ``x`` nearest each candidate, per cell of ``cell`` points.
+
+    One kernel pass per cell: ``(cells, candidates)`` int64 counts on the host. Counts are
+    whole numbers, so the shard's (their sum) are those of one pass over the whole shard.
+    """
+    xp = importlib.import_module(type(x).__module__.split(".")[0])
+    counts = [kmeans_pass(x[first:first + cell], candidates)[1]
+              for first in range(0, x.shape[0], cell)]
+    if not counts:
+        return np.zeros((0, len(candidates)), np.int64)
+    return np.asarray(backends.to_host(xp.stack(counts)), dtype=np.int64)
+
+
+def shard_cells(x, sets: np.ndarray, cell: int) -> tuple:
+    """Each cell's Lloyd totals for each centroid set: the certificates a check samples.
+
+    One kernel pass per cell of ``cell`` points and set: ``(sums, counts, inertia)``, host
+    float64 arrays ``(sets, cells, k, d)``, ``(sets, cells, k)``, ``(sets, cells)``.
+    """
+    xp = importlib.import_module(type(x).__module__.split(".")[0])
+    count, k, d = sets.shape
+    sums, counts, inertia = [], [], []
+    for c in sets:
+        for first in range(0, x.shape[0], cell):
+            cell_sums, cell_counts, cell_inertia = kmeans_pass(x[first:first + cell], c)
+            sums.append(cell_sums)
+            counts.append(cell_counts)
+            inertia.append(cell_inertia)
+    host = [np.asarray(backends.to_host(xp.stack(part)), dtype=np.float64)
+            for part in (sums, counts, inertia)]
+    return (host[0].reshape(count, -1, k, d), host[1].reshape(count, -1, k),
+            host[2].reshape(count, -1))
+
+
 def pick_rows(x, rows: np.ndarray) -> np.ndarray:
     """The shard's points at ``rows``, as float64 host memory."""
     xp = importlib.import_module(type(x).__module__.split(".")[0])
@@ -85,14 +121,16 @@ def pick_rows(x, rows: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- the iterations
 
 
-def lloyd(client, shards, centroids: np.ndarray, max_iter: int, tol: float) -> dict:
+def lloyd(client, shards, centroids: np.ndarray, max_iter: int, tol: float,
+          samples: int | None = None) -> dict:
     """Lloyd's iterations from ``centroids`` on persisted ``shards``, driven here.
 
     Every iteration: the centroids broadcast, one :func:`shard_pass` per shard, the sums,
     counts and inertias tree-reduced, and the new centroids ``sums / counts`` computed here; a
     centroid no point is nearest keeps its place. It stops once no centroid moved more than
     ``tol`` (Euclidean), or after ``max_iter`` iterations; one more pass gives the final
-    centroids' inertia.
+    centroids' inertia. Given the ``samples`` in the shards, the iterations but the last are
+    passed again cell by cell (:func:`shard_cells`), for the check: ``cells``.
 
     Returns
     -------
@@ -127,6 +165,24 @@ def lloyd(client, shards, centroids: np.ndarray, max_iter: int, tol: float) -> d
                                                  data_parallel.add_pairs, current)
     current.release()
     inertias.append(inertia)
-    return {"centroids": np.stack(trajectory), "inertias": np.array(inertias),
-            "counts": np.asarray(counts), "iterations": len(shifts),
-            "shifts": np.array(shifts), "step_s": wall, "step_compute_s": computed}
+    out = {"centroids": np.stack(trajectory), "inertias": np.array(inertias),
+           "counts": np.asarray(counts), "iterations": len(shifts),
+           "shifts": np.array(shifts), "step_s": wall, "step_compute_s": computed}
+    if samples is not None:
+        began = time.perf_counter()
+        out["cells"] = _certificates(client, shards, out["centroids"][:-2], samples)
+        out["cells_s"] = time.perf_counter() - began
+    return out
+
+
+def _certificates(client, shards, sets: np.ndarray, samples: int) -> dict:
+    """:func:`shard_cells` of every shard for ``sets``, cells shard after shard."""
+    k, d = sets.shape[1:] if len(sets) else (0, 0)
+    cell = lloyd_cell_rows(samples, k, d, len(sets))
+    found = client.gather([client.submit(shard_cells, s, sets, cell, pure=False)
+                           for s in shards]) if len(sets) else []
+    names = ("sums", "counts", "inertia")
+    if not found:
+        return {name: np.zeros((0, 0)) for name in names}
+    return {name: np.concatenate([part[i] for part in found], axis=1)
+            for i, name in enumerate(names)}

@@ -36,7 +36,8 @@ import numpy as np
 
 from daskgpu.toolkit.numeric import generator, starts, unit_roundoff
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
-from pipelines.matmul import shared
+from daskgpu.toolkit.spot_checks import detection
+from pipelines.matmul import check_streamed, shared
 
 # The rounding bound is a worst case; this factor covers the second-order terms it drops.
 SAFETY = 2.0
@@ -54,8 +55,26 @@ def gamma(count: int, dtype) -> float:
     return ku / (1 - ku) if ku < 0.5 else float("inf")
 
 
-def verify(workload: Workload, raw) -> Verification:
-    """Freivalds' check per block of C, its sums, squares and sampled cells (see the module)."""
+def verify(workload: Workload, raw, depth: str = "full") -> Verification:
+    """Freivalds' check per block of C, its sums, squares and sampled cells (see the module).
+
+    Parameters
+    ----------
+    workload : Workload
+        The run's workload (its context: shape, blocks, seeds or inputs, dtype, library).
+    raw : dict
+        The computed result (``raw["result"]``: the per-block material and C's norm and sum).
+    depth : {"full", "fast"}
+        The same checks at both depths, of every block: ``full`` recomputes A (B R) from whole
+        blocks (on the host); ``fast`` streams A and B on the workers a slab of rows at a time
+        (on the device with CuPy), which gives the same numbers at a fraction of the cost
+        (:mod:`pipelines.matmul.check_streamed`).
+
+    Returns
+    -------
+    Verification
+        Passed, or failed naming the block, row or cell that disagreed.
+    """
     result = raw.get("result") if isinstance(raw, dict) else None
     if not isinstance(result, dict) or "partials" not in result:
         return Verification(False, f"result {type(raw).__name__} carries no per-block material")
@@ -63,19 +82,27 @@ def verify(workload: Workload, raw) -> Verification:
     failure = _check_shapes(ctx, result) or _check_totals(result)
     if failure:
         return Verification(False, failure)
-    recomputed = recompute(ctx)
+    recomputed = recompute(ctx) if depth == "full" else check_streamed.recompute(ctx)
     for check in (_check_freivalds, _check_block_sums, _check_squares, _check_samples):
         failure = check(ctx, result, recomputed)
         if failure:
             return Verification(False, failure)
     n, k, m = ctx["shape"]
     blocks = result["block_sums"].size
+    if depth == "full":
+        return Verification(True, (
+            f"Freivalds' check of all {blocks} blocks of C ({n} x {m}) with "
+            f"{1 + shared.NORMAL_VECTORS} vectors against A (B r) recomputed apart, within "
+            f"the rounding bound of k={k} in {ctx['dtype']}; block sums and squares agree with "
+            f"bounds from A and B; {shared.SAMPLED_CELLS} sampled cells recomputed as dot "
+            "products agree"))
     return Verification(True, (
-        f"Freivalds' check of all {blocks} blocks of C ({n} x {m}) with "
-        f"{1 + shared.NORMAL_VECTORS} vectors against A (B r) recomputed apart, within "
-        f"the rounding bound of k={k} in {ctx['dtype']}; block sums and squares agree with "
-        f"bounds from A and B; {shared.SAMPLED_CELLS} sampled cells recomputed as dot "
-        "products agree"))
+        f"Freivalds' check of every row of C ({n} x {m}; {detection(blocks, blocks)}) with "
+        f"{1 + shared.NORMAL_VECTORS} vectors against A (B r), A and B streamed apart on the "
+        f"workers, within the rounding bound of k={k} in {ctx['dtype']} (a row of C off by "
+        "ten times the bound passes the normal vectors with probability below 1e-3); block "
+        "sums and squares agree with bounds from A and B; "
+        f"{shared.SAMPLED_CELLS} sampled cells recomputed as dot products agree"))
 
 
 def _grid(ctx: dict) -> tuple[int, int]:

@@ -1,30 +1,51 @@
 """Independent verification of mean-pipeline's result (:func:`verify`) and its mutations.
 
-What the check establishes: the reported mean is the exact total of its per-block float64 sums
-over the element count, the sums fill the block grid, and they are the blocks' own sums. For
-random data the sums are pairwise distinct, each within its Hoeffding bound, the mean within 6
-standard errors of 0.5, and a seeded sample of blocks, drawn again on the workers from their
-documented per-block seeds, gives the same sums. For an input, a seeded sample of blocks and
-the whole total, re-read on the workers with ``numpy.load``/Zarr in float64, agree.
+What the check establishes, at both depths: the reported mean is the exact total of its
+per-block float64 sums over the element count, and the sums fill the block grid. For random
+data the sums are pairwise distinct, each within its Hoeffding bound, and the mean within 6
+standard errors of 0.5.
+
+- ``full``: the sums are the blocks' own: a seeded sample of blocks, drawn again on the workers
+  from their documented per-block seeds, gives the same sums; for an input, a seeded sample of
+  blocks and the whole total, re-read on the workers with ``numpy.load``/Zarr in float64, agree.
+- ``fast``: every block's sum is the total of its cells' sums (the run's certificate, geometry
+  in :mod:`pipelines.mean.shared`), and a seeded sample of cells, as many as
+  :func:`daskgpu.toolkit.spot_checks.sample_size` asks for a fault in a tenth of them to show
+  with probability 99.9 %, gives the same sums again: random cells drawn in this process from
+  their block's seed, NumPy's PCG64 advanced to the cell's first value (one 64-bit word a
+  float64 value, half a word a float32 one); an input's slabs re-read with
+  ``numpy.load``/Zarr. On GPU workers, whose generator cannot start inside a block, the run
+  reports no cells and a seeded sample of whole blocks is drawn again on the devices.
 
 It shares no code with the computation it checks (:mod:`daskgpu.data.synthetic`,
 :mod:`daskgpu.toolkit.reductions`, :mod:`daskgpu.data.array_input`, :mod:`pipelines.mean.tasks`
 and :mod:`pipelines.mean.pipeline`): it redraws and re-reads the data its own way, following the
 documented schemes of :mod:`daskgpu.toolkit.numeric` (the seeded generator, blocks' first
-indices), and takes from :mod:`pipelines.mean.shared` only the result type and the block-grid
-geometry. ``MUTATIONS`` are the wrong results it must reject.
+indices), and takes from :mod:`pipelines.mean.shared` only the result types and the geometry of
+blocks and cells. ``MUTATIONS`` are the wrong results it must reject.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import dask
 import numpy as np
 
+from daskgpu.toolkit import spot_checks
 from daskgpu.toolkit.numeric import generator, starts
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
-from pipelines.mean.shared import BlockMean, block_grid, block_shape
+from pipelines.mean.shared import (
+    CELL,
+    BlockMean,
+    CellMean,
+    block_grid,
+    block_shape,
+    flat_cells,
+    slab_rows,
+    slabs,
+)
 
 # A random mean may sit this many standard errors from 0.5 before the run is called wrong;
 # a correct run fails it with probability about 2e-9.
@@ -49,26 +70,67 @@ SLAB_BYTES = 64 * 2**20
 EPS = float(np.finfo(np.float64).eps)
 
 
-def verify(workload: Workload, raw) -> Verification:
-    """Check the reported mean, its per-block sums and a seeded sample of recomputed blocks.
+# What the fast depth's spot checks promise (see daskgpu.toolkit.spot_checks).
+FAST_FRACTION = spot_checks.FRACTION
+FAST_CONFIDENCE = spot_checks.CONFIDENCE
 
-    Random data: the sums fill the block grid, add up to the mean, are pairwise distinct and
-    each within its Hoeffding bound of m/2; the mean lies within 6 standard errors of 0.5; a
-    sample of blocks drawn again on the workers from their seeds gives the same sums. Input
-    data: the sums fill the grid and add up to the mean; a sample of blocks and the whole
-    total, re-read on the workers with ``numpy.load``/Zarr, agree.
+
+class _Result(NamedTuple):
+    """The parts of a result the checks read: the mean, the block sums, the cells' sums."""
+
+    mean: float
+    sums: np.ndarray
+    cells: np.ndarray | None
+
+
+def verify(workload: Workload, raw, depth: str = "full") -> Verification:
+    """Check the reported mean and its per-block sums; cells (fast) or blocks (full) again.
+
+    Parameters
+    ----------
+    workload : Workload
+        The run's workload (its context: the block grid, seed, source).
+    raw : CellMean
+        The computed result: the mean with its block sums and cells' sums.
+    depth : {"full", "fast"}
+        ``full``: random data's sums fill the block grid, add up to the mean, are pairwise
+        distinct and each within its Hoeffding bound of m/2, the mean lies within 6 standard
+        errors of 0.5, and a sample of blocks drawn again on the workers from their seeds gives
+        the same sums; an input's sums fill the grid and add up to the mean, and a sample of
+        blocks and the whole total, re-read on the workers with ``numpy.load``/Zarr, agree.
+        ``fast``: the same on the sums, then every block's sum is its cells' total, and a
+        seeded sample of cells drawn again (or re-read) gives the same sums.
+
+    Returns
+    -------
+    Verification
+        Whether every check passed; what was checked, or the first thing that disagreed.
     """
     ctx = workload.context
     sums = getattr(raw, "block_sums", None)
     if sums is None:
         return Verification(False, f"result {raw!r} carries no per-block sums to check")
-    mean = float(raw)
-    checks = _INPUT_CHECKS if ctx["source"] is not None else _RANDOM_CHECKS
-    for check in checks:
-        failure = check(ctx, mean, sums)
+    result = _Result(float(raw), sums, getattr(raw, "cell_sums", None))
+    for check in _checks(ctx, depth):
+        failure = check(ctx, result)
         if failure:
             return Verification(False, failure)
-    return Verification(True, _passed(ctx, mean, sums))
+    if depth == "fast":
+        return Verification(True, _passed_fast(ctx, result))
+    return Verification(True, _passed(ctx, result.mean, sums))
+
+
+def _checks(ctx: dict, depth: str) -> tuple:
+    if depth == "full":
+        return _INPUT_CHECKS if ctx["source"] is not None else _RANDOM_CHECKS
+    if ctx["source"] is not None:
+        return _FAST_INPUT_CHECKS
+    return _FAST_RANDOM_CHECKS if _has_cells(ctx) else _FAST_DEVICE_CHECKS
+
+
+def _has_cells(ctx: dict) -> bool:
+    """Whether the run reports cells: always, but for random data drawn by CuPy."""
+    return ctx["source"] is not None or ctx["library"] == "numpy"
 
 
 def _passed(ctx: dict, mean: float, sums: np.ndarray) -> str:
@@ -82,7 +144,28 @@ def _passed(ctx: dict, mean: float, sums: np.ndarray) -> str:
             f"errors from 0.5 (limit {TOLERANCE_SE:g}, n={ctx['elements']})")
 
 
-def _check_grid(ctx: dict, mean: float, sums: np.ndarray) -> str | None:
+def _passed_fast(ctx: dict, r: _Result) -> str:
+    if not _has_cells(ctx):
+        blocks = r.sums.size
+        spot = spot_checks.detection(len(_fast_blocks(ctx)), blocks, "blocks")
+        how = "drawn again on the workers from their seeds"
+    else:
+        cells = _cell_count(ctx)
+        spot = spot_checks.detection(len(_fast_cells(ctx)), cells, "cells")
+        how = ("re-read from the input in float64" if ctx["source"] is not None
+               else "drawn again from their blocks' seeds")
+    if ctx["source"] is not None:
+        return (f"{r.sums.size} block sums add up to the mean {r.mean:.12g}, each to its "
+                f"cells' sums; {spot} ({how}), and agree")
+    off = abs(r.mean - 0.5) / _standard_error(ctx["elements"])
+    tied = ", and to its cells' sums" if _has_cells(ctx) else ""
+    return (f"{r.sums.size} block sums add up to the mean {r.mean:.8f}, each within its "
+            f"bound{tied}; {spot} ({how}), and agree; {off:.2f} standard errors from 0.5 "
+            f"(limit {TOLERANCE_SE:g}, n={ctx['elements']})")
+
+
+def _check_grid(ctx: dict, r: _Result) -> str | None:
+    sums = r.sums
     grid = block_grid(ctx["chunks"])
     if sums.shape == grid:
         return None
@@ -90,7 +173,8 @@ def _check_grid(ctx: dict, mean: float, sums: np.ndarray) -> str | None:
             f"{math.prod(grid)} blocks (a block dropped or counted twice)")
 
 
-def _check_mean_of_sums(ctx: dict, mean: float, sums: np.ndarray) -> str | None:
+def _check_mean_of_sums(ctx: dict, r: _Result) -> str | None:
+    mean, sums = r.mean, r.sums
     n = ctx["elements"]
     total = math.fsum(sums.ravel().tolist())
     expected = total / n
@@ -107,7 +191,8 @@ def _check_mean_of_sums(ctx: dict, mean: float, sums: np.ndarray) -> str | None:
             f"{expected:.10g}")
 
 
-def _check_distinct(ctx: dict, mean: float, sums: np.ndarray) -> str | None:
+def _check_distinct(ctx: dict, r: _Result) -> str | None:
+    sums = r.sums
     # Distinct seeds give distinct sums, except by a coincidence checked here to be negligible.
     flat = sums.ravel()
     if flat.size < 2 or _chance_of_equal_sums(ctx, flat) > FALSE_ALARM:
@@ -132,7 +217,8 @@ def _chance_of_equal_sums(ctx: dict, flat: np.ndarray) -> float:
     return pairs * step / (math.sqrt(2 * math.pi) * spread)
 
 
-def _check_block_bounds(ctx: dict, mean: float, sums: np.ndarray) -> str | None:
+def _check_block_bounds(ctx: dict, r: _Result) -> str | None:
+    sums = r.sums
     # Hoeffding: a sum of m values in [0, 1) strays t from m/2 with probability <= 2e^(-2t^2/m).
     counts = _block_counts(ctx["chunks"]).astype(np.float64)
     limits = np.sqrt(counts / 2 * math.log(2 * sums.size / FALSE_ALARM))
@@ -146,7 +232,8 @@ def _check_block_bounds(ctx: dict, mean: float, sums: np.ndarray) -> str | None:
             f"(Hoeffding limit {limits.ravel()[worst]:.4g})")
 
 
-def _check_standard_errors(ctx: dict, mean: float, sums: np.ndarray) -> str | None:
+def _check_standard_errors(ctx: dict, r: _Result) -> str | None:
+    mean = r.mean
     n = ctx["elements"]
     off = abs(mean - 0.5) / _standard_error(n)
     if off <= TOLERANCE_SE:
@@ -155,8 +242,16 @@ def _check_standard_errors(ctx: dict, mean: float, sums: np.ndarray) -> str | No
             f"(limit {TOLERANCE_SE:g}, n={n})")
 
 
-def _check_redrawn_blocks(ctx: dict, mean: float, sums: np.ndarray) -> str | None:
-    locations = _sampled_blocks(ctx)
+def _check_redrawn_blocks(ctx: dict, r: _Result) -> str | None:
+    return _redrawn_blocks(ctx, r.sums, _sampled_blocks(ctx))
+
+
+def _check_redrawn_sample(ctx: dict, r: _Result) -> str | None:
+    """Fast, random data drawn by CuPy: the seeded sample of blocks drawn again on the devices."""
+    return _redrawn_blocks(ctx, r.sums, _fast_blocks(ctx))
+
+
+def _redrawn_blocks(ctx: dict, sums: np.ndarray, locations) -> str | None:
     grid = block_grid(ctx["chunks"])
     tasks = [
         dask.delayed(redrawn_uniform_sum, pure=True)(
@@ -172,7 +267,8 @@ def _check_redrawn_blocks(ctx: dict, mean: float, sums: np.ndarray) -> str | Non
     return None
 
 
-def _check_input_total(ctx: dict, mean: float, sums: np.ndarray) -> str | None:
+def _check_input_total(ctx: dict, r: _Result) -> str | None:
+    mean = r.mean
     source = ctx["source"]
     totals = dask.compute(*[
         dask.delayed(region_sums, pure=True)(source.path, source.kind, (slice(start, stop),))
@@ -193,7 +289,8 @@ def _check_input_total(ctx: dict, mean: float, sums: np.ndarray) -> str | None:
             f"{count} elements (tolerance {tolerance:.2g})")
 
 
-def _check_reread_blocks(ctx: dict, mean: float, sums: np.ndarray) -> str | None:
+def _check_reread_blocks(ctx: dict, r: _Result) -> str | None:
+    sums = r.sums
     source, chunk_sizes = ctx["source"], ctx["chunks"]
     locations = _sampled_blocks(ctx)
     tasks = [dask.delayed(region_sums, pure=True)(source.path, source.kind,
@@ -209,9 +306,72 @@ def _check_reread_blocks(ctx: dict, mean: float, sums: np.ndarray) -> str | None
     return None
 
 
+def _check_cell_count(ctx: dict, r: _Result) -> str | None:
+    expected = _cell_count(ctx)
+    if r.cells is not None and r.cells.shape == (expected,):
+        return None
+    got = "no" if r.cells is None else f"{r.cells.size}"
+    return f"cell sums: {got} reported for the {expected} cells of the block grid"
+
+
+def _check_cells_add_up(ctx: dict, r: _Result) -> str | None:
+    # A block's sum and its cells' total add the same values in other orders: they differ by
+    # rounding only, far below SUM_RTOL of the values' size.
+    first = 0
+    for number, location in enumerate(np.ndindex(*block_grid(ctx["chunks"]))):
+        count = _cells_of(ctx, location)
+        cells = r.cells[first:first + count]
+        first += count
+        reported = float(r.sums[location])
+        total = float(cells.sum())
+        if math.isnan(total) and math.isnan(reported):
+            continue
+        scale = max(float(np.abs(cells).sum()), abs(reported))
+        if not abs(reported - total) <= SUM_RTOL * scale:
+            return (f"block {location}: sum {reported:.12g} reported, {total:.12g} recomputed "
+                    f"from its {count} cells' sums (block {number} of the grid)")
+    return None
+
+
+def _check_redrawn_cells(ctx: dict, r: _Result) -> str | None:
+    for cell, block, index, redrawn in _redrawn_cells(ctx):
+        reported = float(r.cells[cell])
+        if not abs(reported - redrawn) <= SUM_RTOL * abs(redrawn):
+            return (f"block {block} cell {index}: sum {reported:.12g} reported, "
+                    f"{redrawn:.12g} recomputed from its seed")
+    return None
+
+
+def _check_reread_cells(ctx: dict, r: _Result) -> str | None:
+    source, chunk_sizes = ctx["source"], ctx["chunks"]
+    stored = _opened(source.path, source.kind)
+    for cell, location, index in _located(ctx, _fast_cells(ctx)):
+        shape = block_shape(chunk_sizes, location)
+        region = list(_block_region(chunk_sizes, location))
+        if region:  # a slab: the block's rows index * step .. (all of a 0-d block)
+            step = slab_rows(shape)
+            first = region[0].start + index * step
+            region[0] = slice(first, min(first + step, region[0].stop))
+        values = np.asarray(stored[tuple(region)], dtype=np.float64)
+        total, absolute = float(values.sum()), float(np.abs(values).sum())
+        reported = float(r.cells[cell])
+        if math.isnan(total) and math.isnan(reported):
+            continue
+        if not abs(reported - total) <= SUM_RTOL * absolute:
+            return (f"block {location} slab {index}: sum {reported:.12g} reported, "
+                    f"{total:.12g} recomputed from the input file")
+    return None
+
+
 _RANDOM_CHECKS = (_check_grid, _check_mean_of_sums, _check_distinct, _check_block_bounds,
                   _check_standard_errors, _check_redrawn_blocks)
 _INPUT_CHECKS = (_check_grid, _check_mean_of_sums, _check_input_total, _check_reread_blocks)
+_FAST_SUMS = (_check_grid, _check_mean_of_sums)
+_FAST_BOUNDS = (_check_distinct, _check_block_bounds, _check_standard_errors)
+_FAST_CELLS = (_check_cell_count, _check_cells_add_up)
+_FAST_RANDOM_CHECKS = (*_FAST_SUMS, *_FAST_BOUNDS, *_FAST_CELLS, _check_redrawn_cells)
+_FAST_DEVICE_CHECKS = (*_FAST_SUMS, *_FAST_BOUNDS, _check_redrawn_sample)
+_FAST_INPUT_CHECKS = (*_FAST_SUMS, *_FAST_CELLS, _check_reread_cells)
 
 
 def redrawn_uniform_sum(seed: int, block_number: int, shape, dtype: str, library: str) -> float:
@@ -228,14 +388,87 @@ def redrawn_uniform_sum(seed: int, block_number: int, shape, dtype: str, library
 
 def region_sums(path: str, kind: str, region: tuple[slice, ...]) -> np.ndarray:
     """Sum and sum of |x| of ``region`` of an input, read with ``numpy.load`` or Zarr."""
+    values = np.asarray(_opened(path, kind)[region], dtype=np.float64)
+    return np.array([values.sum(), np.abs(values).sum()])
+
+
+def _opened(path: str, kind: str):
+    """An input opened for reading with ``numpy.load`` (memory-mapped) or Zarr."""
     if kind == "zarr":
         import zarr
 
-        stored = zarr.open_array(path, mode="r")
-    else:
-        stored = np.load(path, mmap_mode="r")
-    values = np.asarray(stored[region], dtype=np.float64)
-    return np.array([values.sum(), np.abs(values).sum()])
+        return zarr.open_array(path, mode="r")
+    return np.load(path, mmap_mode="r")
+
+
+def _redrawn_cells(ctx: dict):
+    """``(cell, block location, index in block, float64 sum)`` of every sampled cell.
+
+    Each is drawn again in this process from its block's seed.
+
+    NumPy's ``default_rng`` is PCG64; ``random`` takes one 64-bit output for a float64 value
+    and half of one for a float32 value (the other half kept for the next), so the generator
+    advanced by the words before a cell's first value draws the cell, and only the cell.
+    """
+    values_per_word = 2 if ctx["dtype"] == "float32" else 1  # CELL is even: whole words
+    buffer = np.empty(CELL, dtype=ctx["dtype"])
+    state = block = None
+    for cell, location, index in _located(ctx, _fast_cells(ctx)):
+        if location != block:
+            block = location
+            number = int(np.ravel_multi_index(location, block_grid(ctx["chunks"])))
+            bits = np.random.PCG64(np.random.SeedSequence(ctx["seed"], spawn_key=(number,)))
+            rng, state = np.random.Generator(bits), bits.state
+        bits.state = state
+        bits.advance(index * CELL // values_per_word)
+        count = min(CELL, math.prod(block_shape(ctx["chunks"], location)) - index * CELL)
+        drawn = buffer[:count]
+        rng.random(out=drawn, dtype=ctx["dtype"])
+        yield cell, location, index, float(drawn.sum(dtype=np.float64))
+
+
+def _cells_of(ctx: dict, location) -> int:
+    """Cells of the block at ``location``: flat cells of random data, an input's slabs."""
+    shape = block_shape(ctx["chunks"], location)
+    return slabs(shape) if ctx["source"] is not None else flat_cells(math.prod(shape))
+
+
+def _cell_firsts(ctx: dict) -> np.ndarray:
+    """The number of every block's first cell, in row-major block order."""
+    counts = [_cells_of(ctx, loc) for loc in np.ndindex(*block_grid(ctx["chunks"]))]
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+def _cell_count(ctx: dict) -> int:
+    return int(_cell_firsts(ctx)[-1])
+
+
+def _located(ctx: dict, cells) -> list[tuple[int, tuple[int, ...], int]]:
+    """``(cell, block location, index within the block)`` of each of ``cells`` (numbers)."""
+    firsts, grid = _cell_firsts(ctx), block_grid(ctx["chunks"])
+    numbers = np.searchsorted(firsts, cells, side="right") - 1
+    return [(int(c), _where(int(b), grid), int(c - firsts[b])) for c, b in zip(cells, numbers,
+                                                                           strict=True)]
+
+
+def _fast_cells(ctx: dict) -> np.ndarray:
+    """The cells the fast depth checks again: a seeded sample (an input's: from its size)."""
+    population = _cell_count(ctx)
+    size = spot_checks.sample_size(population, FAST_FRACTION, FAST_CONFIDENCE)
+    return spot_checks.seeded_sample(population, size, _sample_seed(ctx))
+
+
+def _fast_blocks(ctx: dict) -> list[tuple[int, ...]]:
+    """The blocks the fast depth draws again where the run reports no cells (CuPy)."""
+    grid = block_grid(ctx["chunks"])
+    population = math.prod(grid)
+    size = spot_checks.sample_size(population, FAST_FRACTION, FAST_CONFIDENCE)
+    return [_where(int(i), grid)
+            for i in spot_checks.seeded_sample(population, size, _sample_seed(ctx))]
+
+
+def _sample_seed(ctx: dict) -> int:
+    return ctx["seed"] if ctx["source"] is None else ctx["elements"]
 
 
 def _standard_error(n: int) -> float:
@@ -266,8 +499,7 @@ def _sampled_blocks(ctx: dict) -> list[tuple[int, ...]]:
     blocks = math.prod(grid)
     wanted = max(SAMPLE_MIN, min(SAMPLE_MAX, math.ceil(SAMPLE_SHARE * blocks)))
     wanted = min(wanted, math.ceil(blocks / 2))  # a few blocks: at most half of the work again
-    seed = ctx["seed"] if ctx["source"] is None else ctx["elements"]
-    chosen = np.random.default_rng(seed).choice(blocks, size=wanted, replace=False)
+    chosen = np.random.default_rng(_sample_seed(ctx)).choice(blocks, size=wanted, replace=False)
     return [_where(int(i), grid) for i in sorted(chosen)]
 
 
@@ -285,10 +517,17 @@ def _elements(raw: BlockMean) -> int:
     return round(math.fsum(raw.block_sums.ravel().tolist()) / float(raw))
 
 
-def _from_sums(raw: BlockMean, sums: np.ndarray, divisor: int | None = None) -> BlockMean:
-    """A result with ``sums``, its mean recomputed from them as a buggy run would."""
+def _from_sums(raw: BlockMean, sums: np.ndarray, divisor: int | None = None) -> CellMean:
+    """A result with ``sums``, its mean recomputed from them as a buggy run would.
+
+    Its cells' sums, the certificate, stay as they were.
+    """
     divisor = divisor if divisor is not None else _elements(raw)
-    return BlockMean(math.fsum(sums.ravel().tolist()) / divisor, sums)
+    return CellMean(math.fsum(sums.ravel().tolist()) / divisor, sums, _cells(raw))
+
+
+def _cells(raw: BlockMean) -> np.ndarray | None:
+    return getattr(raw, "cell_sums", None)
 
 
 def _dropped_block(raw: BlockMean) -> BlockMean:
@@ -320,7 +559,7 @@ def _misplaced_blocks(raw: BlockMean) -> BlockMean:
 
 
 MUTATIONS = (
-    Mutation("constant 0.5", lambda raw: BlockMean(0.5, raw.block_sums), "mean"),
+    Mutation("constant 0.5", lambda raw: CellMean(0.5, raw.block_sums, _cells(raw)), "mean"),
     Mutation("dropped block", _dropped_block, "block sums"),
     Mutation("duplicated block", _duplicated_block, "block sums"),
     Mutation("repeated per-block seed", _repeated_seed, "identical"),

@@ -1,12 +1,12 @@
 """mean-pipeline: the mean of a large array, random or read from a ``.npy``/Zarr input.
 
 This module holds the parameters, ``settle``, the one-process baseline, ``prepare`` and the
-registration. The run reduces every block to one float64 sum where the block lives; the small
-host sums come together in one task that divides their total by the element count (both built
-in :mod:`pipelines.mean.tasks`). Its result is the mean, carrying the per-block sums
-(:class:`~daskgpu.toolkit.reductions.BlockMean`), so that ``verify`` (in
-:mod:`pipelines.mean.check`) can check the sums against the block grid, recompute a seeded
-sample of blocks on the workers by another path, and tie the sample to the whole.
+registration. The run reduces every block to its float64 sum and its cells' sums where the
+block lives; the small host sums come together in one task that divides their total by the
+element count (both built in :mod:`pipelines.mean.tasks`). Its result is the mean, carrying the
+per-block and per-cell sums (:class:`~pipelines.mean.shared.CellMean`), so that ``verify`` (in
+:mod:`pipelines.mean.check`) can check the sums against the block grid and each other, and
+recompute a seeded sample of cells (fast) or blocks (full) by another path.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from daskgpu.toolkit.timing import timed
 from pipelines.mean import SUMMARY
 from pipelines.mean.check import MUTATIONS, redrawn_uniform_sum, verify
 from pipelines.mean.shared import block_grid, block_shape
-from pipelines.mean.tasks import input_sums, mean_of, random_sums
+from pipelines.mean.tasks import input_mean, random_mean
 
 CPU_DEFAULT_SIZE = 10_000
 
@@ -139,27 +139,28 @@ def prepare(resolved: Resolved) -> Workload:
 
 def _input_workload(backend, path, source, chunks) -> Workload:
     block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
-    sums = input_sums(source, block, backend)
     described = {"source": path, "format": source.kind}
-    return _workload(sums, source.shape, block, source.dtype, described, {"source": source})
+    return _workload(input_mean(source, block, backend), source.shape, block, source.dtype,
+                     described, {"source": source, "library": backend.array_library})
 
 
 def _random_workload(backend, size, chunks, dtype, seed) -> Workload:
-    # Random data is reduced as it is drawn: see tasks.random_sums.
+    # Random data is reduced as it is drawn: see tasks.random_mean.
     dtype = np.dtype(dtype)
     shape = (size, size)
     block = chunking.resolve_chunks(chunks, shape, dtype.itemsize, backend)
-    sums = random_sums(shape, block, dtype, seed, backend)
     described = {"source": "random uniform [0,1)", "seed": seed}
     context = {"source": None, "seed": seed, "dtype": dtype.name,
                "library": backend.array_library}
-    return _workload(sums, shape, block, dtype, described, context)
+    return _workload(random_mean(shape, block, dtype, seed, backend), shape, block, dtype,
+                     described, context)
 
 
-def _workload(sums, shape, block, dtype, described, context) -> Workload:
+def _workload(mean, shape, block, dtype, described, context) -> Workload:
     elements = math.prod(shape)
+    chunk_sizes = da.core.normalize_chunks(block, shape)
     return Workload(
-        collection=mean_of(sums, elements),
+        collection=mean,
         bytes_are="generated" if context.get("source") is None else "read",
         elements=elements,
         nbytes=elements * dtype.itemsize,
@@ -167,10 +168,9 @@ def _workload(sums, shape, block, dtype, described, context) -> Workload:
             **described,
             "shape": list(shape),
             "chunks": list(block),
-            "blocks": sums.size,
+            "blocks": math.prod(block_grid(chunk_sizes)),
             "dtype": str(dtype),
         },
-        context={**context, "chunks": da.core.normalize_chunks(block, shape),
-                 "elements": elements},
+        context={**context, "chunks": chunk_sizes, "elements": elements},
         present=lambda workload, raw: float(raw),
     )

@@ -15,6 +15,24 @@ What the check establishes, with ``C`` the centred Gram (scatter) matrix of the 
 - for generated data, the explained variances match the population's ``sigma_i**2`` within
   sampling error (below).
 
+That is the full depth. The fast depth checks the same, and the same mutations fail it, from one
+thin pass instead of the Gram matrix (:mod:`pipelines.pca.check_pass`: ``C [V^T, Q]``, its
+trace and the mean, ``4 n d (k + PROBES)`` flops instead of ``n d^2``; generated blocks drawn
+again as ``z`` and never multiplied out into rows):
+
+- every component is an eigenvector of ``C``, ``|C v_i - lambda_i v_i| <= tau``, and the total
+  variance is ``trace(C) / (samples - 1)``, as above;
+- ``--method exact``: the run returns its final R factor (``R^T R = C`` up to rounding). Its
+  ``E = C - R^T R`` is tested on ``PROBES`` seeded standard normal vectors ``Q`` (Freivalds):
+  ``|E Q|_F <= PROBE_MARGIN tau / 2``. An ``|E|_2 > tau / 2`` passes that with probability below
+  5e-6 (:func:`_missed`); then C's eigenvalues are R^T R's within tau / 2 (Weyl), and the
+  ``lambda_i`` must be R^T R's largest (``eigvalsh``) within the other half: the full depth's
+  claim, but for that probability. Correct runs give ``|E Q|_F`` below 3e-3 tau (measured);
+- ``--method randomized``: no larger variance outside the components along the seeded
+  directions (:func:`_check_deflated`, a lower bound on what was missed: it proves a miss, it
+  cannot exclude every one; the full depth does);
+- the sampling-error test of generated data, as above.
+
 ``tau = SAFETY (d u + sqrt(n) eps64) trace(C)``: Householder QR is backward stable, the computed
 R being that of ``X + dX`` with ``|dX|_F`` of order ``d u |X|_F`` in the data's dtype (Higham,
 *Accuracy and Stability*, Thm 19.4; the factor in the row count that the worst case carries grows
@@ -31,7 +49,8 @@ the check allows ``SIGMAS`` standard deviations plus twice the bias plus ``tau /
 
 It shares no code with the computation (:mod:`pipelines.pca.tasks`, :mod:`daskgpu.data.synthetic`,
 :mod:`daskgpu.data.array_input`): it draws or reads the blocks its own way and takes from
-:mod:`pipelines.pca.shared` only the seeds, the spectrum and the basis.
+:mod:`pipelines.pca.shared` only the seeds, the spectrum and the basis. The run's R factor is
+material to test, never trusted: only its agreement with the data makes its eigenvalues count.
 """
 
 from __future__ import annotations
@@ -44,18 +63,41 @@ import numpy as np
 
 from daskgpu.toolkit.numeric import generator, starts, unit_roundoff
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
-from pipelines.pca import shared
+from daskgpu.toolkit.spot_checks import detection
+from pipelines.pca import check_pass, shared
 
 SAFETY = 10.0
 SIGMAS = 6.0
 RANDOMIZED_RESIDUAL = 1e-3
+# The fast depth's seeded normal vectors (an even number: see _missed), their seed's tag, and
+# the share of tau / 2 that |C Q - R^T R Q| may reach.
+PROBES = 6
+PROBE_TAG = 0x9CA6
+PROBE_MARGIN = 0.25
 EPS64 = float(np.finfo(np.float64).eps)
 KEYS = ("components", "singular_values", "explained_variance", "explained_variance_ratio",
         "total_variance", "samples")
 
 
-def verify(workload: Workload, raw) -> Verification:
-    """Orthonormal components, eigenvectors of the blockwise Gram matrix, the known spectrum."""
+def verify(workload: Workload, raw, depth: str = "full") -> Verification:
+    """Orthonormal components, eigenvectors of the Gram matrix, its largest eigenvalues.
+
+    Parameters
+    ----------
+    workload : Workload
+        The run's workload (its context: shape, row blocks, seed or input, dtype, method).
+    raw : dict
+        The computed result (``raw["result"]``), and the projection's sums where written.
+    depth : {"full", "fast"}
+        ``full`` sums the Gram matrix blockwise (``n d^2`` flops) and takes its eigenvalues;
+        ``fast`` makes one thin pass, ``X_c^T (X_c [V, Q])`` (:mod:`pipelines.pca.check_pass`),
+        and checks the run's R factor on the seeded vectors ``Q`` (see the module).
+
+    Returns
+    -------
+    Verification
+        Passed, or failed naming what disagreed.
+    """
     result = raw.get("result") if isinstance(raw, dict) else None
     if not isinstance(result, dict) or any(key not in result for key in KEYS):
         return Verification(False, f"result {type(raw).__name__} lacks {', '.join(KEYS)}")
@@ -63,8 +105,14 @@ def verify(workload: Workload, raw) -> Verification:
     failure = _check_form(ctx, result)
     if failure:
         return Verification(False, failure)
-    gram = recompute(ctx)
-    for check in (_check_total, _check_eigenvectors, _check_eigenvalues, _check_spectrum):
+    if depth == "full":
+        gram = recompute(ctx)
+        checks = (_check_total, _check_eigenvectors, _check_eigenvalues, _check_spectrum)
+    else:
+        gram = one_pass(ctx, result)
+        largest = _check_certificate if ctx["method"] == "exact" else _check_deflated
+        checks = (_check_total, _check_eigenvectors, largest, _check_spectrum)
+    for check in checks:
         failure = check(ctx, result, gram)
         if failure:
             return Verification(False, failure)
@@ -72,23 +120,38 @@ def verify(workload: Workload, raw) -> Verification:
         failure = check_projection(ctx, raw, gram)
         if failure:
             return Verification(False, failure)
+    return Verification(True, _passed(ctx, result, gram, depth))
+
+
+def _passed(ctx: dict, result: dict, gram: dict, depth: str) -> str:
     k, (n, d) = len(result["explained_variance"]), ctx["shape"]
     known = "; explained variances within sampling error of sigma**2" if ctx["input"] is None \
         else ""
     projected = ("; the projection's columns sum to 0 and their squares to s^2"
                  if ctx.get("project") is not None else "")
-    return Verification(True, (
-        f"{k} components orthonormal and eigenvectors of the centred Gram matrix X^T X "
-        f"({d} x {d}, summed blockwise over {n} rows apart, no QR), their variances its "
-        f"{k} largest eigenvalues, within tau = {tolerance(ctx, gram):.3g}{known}{projected}"))
+    tau = f"within tau = {tolerance(ctx, gram):.3g}{known}{projected}"
+    if depth == "full":
+        return (f"{k} components orthonormal and eigenvectors of the centred Gram matrix X^T X "
+                f"({d} x {d}, summed blockwise over {n} rows apart, no QR), their variances its "
+                f"{k} largest eigenvalues, {tau}")
+    blocks = len(ctx["row_chunks"])
+    if ctx["method"] == "exact":
+        largest = (f"the run's R factor agrees with X^T X on {PROBES} seeded normal vectors (an "
+                   f"R^T R off it by tau/2 passes with probability below {_missed():.1g}) and "
+                   f"the variances are R^T R's {k} largest eigenvalues")
+    else:
+        largest = (f"no larger variance found outside the components along {PROBES} seeded "
+                   "directions (a Rayleigh quotient of the deflated Gram matrix)")
+    return (f"{k} components orthonormal and eigenvectors of the centred Gram matrix through "
+            f"X^T (X V), one pass over the {n} x {d} rows apart, no QR "
+            f"({detection(blocks, blocks)}); {largest}, {tau}")
 
 
 def tolerance(ctx: dict, gram: dict) -> float:
     """``tau``: the bound on ``|C v - lambda v|`` and on the eigenvalues (see the module)."""
     n, d = ctx["shape"]
     u = unit_roundoff(ctx["dtype"])
-    trace = float(np.trace(gram["scatter"]))
-    return SAFETY * (d * u + math.sqrt(n) * EPS64) * trace
+    return SAFETY * (d * u + math.sqrt(n) * EPS64) * gram["trace"]
 
 
 def _slack(ctx: dict, gram: dict, largest: float) -> float:
@@ -125,7 +188,7 @@ def _check_form(ctx: dict, result: dict) -> str | None:
 
 def _check_total(ctx: dict, result: dict, gram: dict) -> str | None:
     n = ctx["shape"][0]
-    expected = float(np.trace(gram["scatter"])) / max(n - 1, 1)
+    expected = gram["trace"] / max(n - 1, 1)
     got = float(result["total_variance"])
     bound = tolerance(ctx, gram) / max(n - 1, 1)
     if not abs(got - expected) <= bound:
@@ -142,11 +205,16 @@ def _check_eigenvectors(ctx: dict, result: dict, gram: dict) -> str | None:
     v = np.asarray(result["components"], dtype=np.float64)
     lam = _lambdas(ctx, result)
     bound = _slack(ctx, gram, float(lam[0]) if lam.size else 0.0)
-    residual = np.linalg.norm(v @ gram["scatter"] - lam[:, None] * v, axis=1)
+    if "scatter" in gram:
+        residual = np.linalg.norm(v @ gram["scatter"] - lam[:, None] * v, axis=1)
+        what, product = "the blockwise Gram matrix", "C v"
+    else:
+        residual = np.linalg.norm(gram["cv"].T - lam[:, None] * v, axis=1)
+        what, product = "the Gram matrix X^T X", "X^T (X v)"
     for i, r in enumerate(residual):
         if not r <= bound:
-            return (f"component {i} is no eigenvector of the blockwise Gram matrix: "
-                    f"|C v - s^2 v| = {r:.3g} > {bound:.3g} (s^2 = {lam[i]:.12g})")
+            return (f"component {i} is no eigenvector of {what}: "
+                    f"|{product} - s^2 v| = {r:.3g} > {bound:.3g} (s^2 = {lam[i]:.12g})")
     return None
 
 
@@ -158,6 +226,93 @@ def _check_eigenvalues(ctx: dict, result: dict, gram: dict) -> str | None:
         if not abs(got - expected) <= bound:
             return (f"component {i}: s^2 = {got:.12g}, the Gram matrix's eigenvalue {i} is "
                     f"{expected:.12g} (bound {bound:.3g}): not its largest eigenvalues")
+    return None
+
+
+# --------------------------------------------------------------------------- the fast depth
+
+
+def probes(ctx: dict) -> np.ndarray:
+    """The fast depth's seeded standard normal vectors ``Q`` (features x PROBES)."""
+    n, d = ctx["shape"]
+    entropy = (ctx["seed"], PROBE_TAG) if ctx["input"] is None else (n, d, PROBE_TAG)
+    return np.random.default_rng(np.random.SeedSequence(entropy)).standard_normal((d, PROBES))
+
+
+def one_pass(ctx: dict, result: dict) -> dict:
+    """``C V^T``, ``C Q``, ``trace(C)`` and the mean from one thin pass over the data."""
+    v = np.asarray(result["components"], dtype=np.float64)
+    q = probes(ctx)
+    found = check_pass.products(ctx, np.concatenate([v.T, q], axis=1))
+    k = v.shape[0]
+    return {"rows": found["rows"], "mean": found["mean"], "trace": found["trace"],
+            "cv": found["cm"][:, :k], "cq": found["cm"][:, k:], "probes": q}
+
+
+def _missed() -> float:
+    """How often a Gram matrix off ``R^T R`` by more than tau/2 passes the certificate's test.
+
+    ``P(chi^2_PROBES <= PROBE_MARGIN^2)`` (:func:`_check_certificate`): the squared weights of
+    the error's top eigenvector in the ``PROBES`` normal vectors add up to that chi-square; for
+    an even number of degrees of freedom its lower tail is a Poisson tail.
+    """
+    half = PROBE_MARGIN**2 / 2
+    return math.exp(-half) * math.fsum(half**i / math.factorial(i)
+                                       for i in range(PROBES // 2, PROBES // 2 + 40))
+
+
+def _check_certificate(ctx: dict, result: dict, gram: dict) -> str | None:
+    """The run's R factor against ``C`` on the probes, then the variances against R^T R's.
+
+    With ``E = C - R^T R``: ``sum |E q|^2 >= |E|_2^2 chi^2_PROBES``, so the test below lets an
+    ``|E|_2 > tau / 2`` through with probability :func:`_missed`, and then (Weyl) ``C``'s
+    eigenvalues are ``R^T R``'s within tau / 2: the variances must be R^T R's largest within
+    the other half of tau.
+    """
+    r = np.asarray(result.get("r", np.empty((0, 0))), dtype=np.float64)
+    d = ctx["shape"][1]
+    if r.ndim != 2 or r.shape[1] != d or not np.isfinite(r).all():
+        return (f"the run's R factor: shape {r.shape}, finite {bool(np.isfinite(r).all())}; "
+                f"R x {d} expected, to check the variances against the Gram matrix's")
+    lam = _lambdas(ctx, result)
+    half = _slack(ctx, gram, float(lam[0]) if lam.size else 0.0) / 2
+    q = gram["probes"]
+    off = math.sqrt(float((((gram["cq"] - r.T @ (r @ q))) ** 2).sum()))
+    if not off <= PROBE_MARGIN * half:
+        return (f"the run's R factor is not that of the Gram matrix: |X^T X q - R^T R q| = "
+                f"{off:.3g} over {PROBES} seeded vectors (bound {PROBE_MARGIN * half:.3g})")
+    top = np.linalg.eigvalsh(r.T @ r)[::-1][:lam.size]
+    for i, (got, expected) in enumerate(zip(lam, top, strict=True)):
+        if not abs(got - expected) <= half:
+            return (f"component {i}: s^2 = {got:.12g}, eigenvalue {i} of R^T R (the Gram matrix "
+                    f"within tau/2) is {expected:.12g} (bound {half:.3g}): not the Gram "
+                    "matrix's largest eigenvalues")
+    return None
+
+
+def _check_deflated(ctx: dict, result: dict, gram: dict) -> str | None:
+    """No variance above the last component's along the probes, outside the components.
+
+    ``A = P C P`` with ``P = I - V^T V`` is positive semi-definite; for ``x = P q``,
+    ``|A x|^2 / x^T A x`` is a Rayleigh quotient of ``A`` (at ``A^(1/2) x``), hence at most its
+    largest eigenvalue. Above ``s_k^2`` (and the slack), a larger variance has been missed.
+    """
+    v = np.asarray(result["components"], dtype=np.float64)
+    lam = _lambdas(ctx, result)
+    if not lam.size:
+        return None
+    bound = float(lam[-1]) + _slack(ctx, gram, float(lam[0]))
+    q = gram["probes"]
+    x = q - v.T @ (v @ q)
+    cx = gram["cq"] - gram["cv"] @ (v @ q)
+    ax = cx - v.T @ (v @ cx)
+    for j in range(q.shape[1]):
+        weight = float(x[:, j] @ ax[:, j])
+        quotient = float(ax[:, j] @ ax[:, j]) / weight if weight > 0 else 0.0
+        if not quotient <= bound:
+            return (f"a variance of the Gram matrix above component {lam.size - 1}'s lies "
+                    f"outside the components: Rayleigh quotient {quotient:.12g} along seeded "
+                    f"direction {j}, s^2 = {lam[-1]:.12g} (bound {bound:.3g})")
     return None
 
 
@@ -200,7 +355,7 @@ def check_projection(ctx: dict, raw: dict, gram: dict) -> str | None:
     if sums.shape != lam.shape or squares.shape != lam.shape:
         return (f"projection: column sums {sums.shape}, squares {squares.shape}; "
                 f"{lam.shape} expected")
-    spread = math.sqrt(float(np.trace(gram["scatter"]))) + math.sqrt(n) * float(
+    spread = math.sqrt(gram["trace"]) + math.sqrt(n) * float(
         np.linalg.norm(gram["mean"]))
     column = SAFETY * (d + 2) * u * spread
     tau = _slack(ctx, gram, float(lam[0]) if lam.size else 0.0)
@@ -266,7 +421,7 @@ def recompute(ctx: dict) -> dict:
         level = [dask.delayed(join, pure=True)(level[i], level[i + 1])
                  for i in range(0, len(level) - 1, 2)] + ([level[-1]] if len(level) % 2 else [])
     rows, mean, scatter = dask.compute(level[0])[0]
-    return {"rows": rows, "mean": mean, "scatter": scatter}
+    return {"rows": rows, "mean": mean, "scatter": scatter, "trace": float(np.trace(scatter))}
 
 
 # --------------------------------------------------------------------------- mutations

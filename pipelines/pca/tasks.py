@@ -132,7 +132,10 @@ def finish(total, components: int, basis=None) -> dict:
     """The principal components from the combined R (of ``X_c``, or of ``X_c W``).
 
     The SVD ``R = U S T^T`` gives ``X_c``'s right singular vectors ``T`` (``W T`` when
-    projected); signs are fixed so that each component's largest entry is positive.
+    projected); signs are fixed so that each component's largest entry is positive. The exact
+    method's result also holds ``r``, the ``features x features`` R of ``X_c`` itself, which
+    :mod:`pipelines.pca.check` tests against the data (``R^T R = X_c^T X_c``) to learn all of
+    the Gram matrix's eigenvalues in one thin pass.
     """
     rows, mean, r, squares = total
     _, s, t = np.linalg.svd(r, full_matrices=True)
@@ -146,7 +149,10 @@ def finish(total, components: int, basis=None) -> dict:
     dof = max(rows - 1, 1)
     variance = found**2 / dof
     total_variance = squares / dof
-    return {"components": picked, "singular_values": found, "explained_variance": variance,
-            "explained_variance_ratio": variance / total_variance if total_variance else
-            np.zeros(components), "total_variance": total_variance, "mean": mean,
-            "samples": int(rows)}
+    out = {"components": picked, "singular_values": found, "explained_variance": variance,
+           "explained_variance_ratio": variance / total_variance if total_variance else
+           np.zeros(components), "total_variance": total_variance, "mean": mean,
+           "samples": int(rows)}
+    if basis is None:
+        out["r"] = r  # the check's certificate: R^T R is the centred Gram matrix
+    return out

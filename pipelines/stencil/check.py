@@ -1,11 +1,18 @@
 """Independent verification of stencil-pipeline's result (:func:`verify`) and its mutations.
 
-What the check establishes: the run's grid is lambda^s u0 in every cell to within a rounding
-bound (the largest deviation of each block, computed on the cluster after the timed compute by
-evolving the run's graph again, and the run's seeded probes of u and u0, recomputed here in
-float64 from the closed form, the probes also showing that the deviation covers them), its l2
-norm is lambda^s (n+1)/2, and a small random grid, evolved on the cluster by the run's own halo
-exchange and kernels, matches float64 NumPy slicing written here.
+At depth full, the check establishes: the run's grid is lambda^s u0 in every cell to within a
+rounding bound (the largest deviation of each block, computed on the cluster after the timed
+compute by evolving the run's graph again, and the run's seeded probes of u and u0, recomputed
+here in float64 from the closed form, the probes also showing that the deviation covers them),
+its l2 norm is lambda^s (n+1)/2, and a small random grid, evolved on the cluster by the run's
+own halo exchange and kernels, matches float64 NumPy slicing written here.
+
+At depth fast, it evolves nothing again and reads what the run certified beside its answer:
+every block's weighted row and column sums against the closed form's (lambda^s u0 is separable,
+so a block's expected sums cost one pass over its rows and columns here), the run's seeded rows
+and columns of the grid, whole, cell by cell against lambda^s u0 within the same rounding bound
+as full (the sample sized by :func:`daskgpu.toolkit.spot_checks.sample_size`), the probes and
+the l2 norm as at full.
 
 It shares no code with the computation it checks (:mod:`daskgpu.kernels.stencil`,
 :mod:`pipelines.stencil.pipeline` and :mod:`pipelines.stencil.tasks`): it takes from
@@ -24,16 +31,19 @@ import dask.array as da
 import numpy as np
 
 from daskgpu.toolkit import backends
-from daskgpu.toolkit.numeric import unit_roundoff
+from daskgpu.toolkit.numeric import starts, unit_roundoff
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
+from daskgpu.toolkit.spot_checks import detection
 from pipelines.stencil.shared import (
     CLOSED_FORM_ROUNDING,
     MAX_EXCHANGES,
     decay,
     decay_minus_one,
     decay_rate,
+    line_weights,
     probe_cells,
     rounding_bound,
+    sampled_lines,
     sine_peak,
     unverifiable,
     verifiable,
@@ -67,8 +77,11 @@ def _check_closed_form(raw, n, steps, alpha, dtype) -> tuple[bool, str]:
                 f"{bound:.2g} of lambda^s u0 (the {steps} steps move u by {change:.2g})")
 
 
-def _check_probes(raw, n, steps, alpha, dtype) -> tuple[bool, str]:
-    """Probes of u and u0 against the closed form, computed here; max_error must cover them."""
+def _check_probes(raw, n, steps, alpha, dtype, covered=True) -> tuple[bool, str]:
+    """Probes of u and u0 against the closed form, computed here; max_error must cover them.
+
+    ``covered=False`` (depth fast, which computes no max_error): the probes alone.
+    """
     rows, cols = probe_cells(n)
     sine = np.sin(np.pi * (rows + 1) / (n + 1)) * np.sin(np.pi * (cols + 1) / (n + 1))
     u, u0 = np.asarray(raw["probes"], float), np.asarray(raw["probes_u0"], float)
@@ -87,7 +100,7 @@ def _check_probes(raw, n, steps, alpha, dtype) -> tuple[bool, str]:
         return False, (f"probe u0({rows[k]}, {cols[k]}) = {u0[k]:.6g}, not the sine mode "
                        f"{sine[k]:.6g}")
     # The grid's maximum and the probes' closed form here differ by float64 rounding only.
-    if deviation[worst] > float(raw["max_error"]) + 8 * unit_roundoff(np.float64):
+    if covered and deviation[worst] > float(raw["max_error"]) + 8 * unit_roundoff(np.float64):
         return False, (f"max_error {float(raw['max_error']):.2g} is below the deviation "
                        f"{deviation[worst]:.2g} at probe {cell}: it does not cover all cells")
     return True, f"{len(rows)} probes (centre and seeded) match lambda^s u0 and u0"
@@ -146,18 +159,111 @@ def _check_random_grid(backend, evolve, n, steps, alpha, steps_per_exchange,
                             f"NumPy slicing {error:.2g}, {verdict} {bound:.2g}")
 
 
-def verify(workload: Workload, raw: dict) -> Verification:
+def _sine(n: int) -> np.ndarray:
+    """sin(pi i / (n + 1)) for i = 1..n: one axis of u0, computed here."""
+    return np.sin(np.pi * np.arange(1, n + 1, dtype=np.float64) / (n + 1))
+
+
+def _line_sum_deviation(got, expected, weight_total, bound, cells) -> tuple[float, int]:
+    """The worst ratio of |got - expected| to its bound among a block's sums, and where.
+
+    Each cell may miss the closed form by ``bound``, so a sum by ``bound`` times the weights'
+    total; the run's float64 sum of ``cells`` terms and the closed form's here each add a
+    rounding of at most (cells + 8) u of the sum of magnitudes.
+    """
+    magnitude = np.abs(expected) + bound * weight_total
+    tolerance = bound * weight_total + 2 * (cells + 8) * unit_roundoff(np.float64) * magnitude
+    ratio = np.nan_to_num(np.abs(np.asarray(got) - expected) / tolerance, nan=np.inf)
+    at = int(np.argmax(ratio)) if ratio.size else 0
+    return (float(ratio[at]) if ratio.size else 0.0), at
+
+
+def _check_line_sums(raw, ctx) -> tuple[bool, str]:
+    """Every block's weighted row and column sums against lambda^s u0's, summed apart here."""
+    n, heights, widths = ctx["size"], *ctx["chunks"]
+    sums = np.asarray(raw["line_sums"], dtype=np.float64)
+    tall, wide = max(heights), max(widths)
+    if sums.shape != (len(heights), len(widths), tall + wide):
+        return False, (f"line sums shaped {sums.shape}, not one vector per block of the "
+                       f"{len(heights)} x {len(widths)} blocks: a block dropped or added")
+    factor = decay(n, ctx["alpha"], ctx["steps"])
+    bound = rounding_bound(ctx["steps"], ctx["dtype"]) * sine_peak(n)
+    sine, (down, across) = _sine(n), line_weights(n)
+    worst = (0.0, "")
+    for i, (r0, h) in enumerate(zip(starts(heights).tolist(), heights, strict=True)):
+        rows = slice(r0, r0 + h)
+        for j, (c0, w) in enumerate(zip(starts(widths).tolist(), widths, strict=True)):
+            cols = slice(c0, c0 + w)
+            for got, line_sine, other, weights, lines, what, first in (
+                    (sums[i, j, :h], sine[rows], sine[cols], across[cols], w, "row", r0),
+                    (sums[i, j, tall:tall + w], sine[cols], sine[rows], down[rows], h,
+                     "column", c0)):
+                expected = factor * line_sine * float(other @ weights)
+                ratio, at = _line_sum_deviation(got, expected, float(weights.sum()), bound,
+                                                lines)
+                if ratio > worst[0] or not worst[1]:
+                    worst = (ratio, f"block ({i}, {j}), {what} {first + at}: weighted sum "
+                             f"{float(got[at]):.15g} against the closed form's "
+                             f"{float(expected[at]):.15g}")
+    blocks = len(heights) * len(widths)
+    if not worst[0] <= 1.0:
+        return False, f"line sums: {worst[1]}, {worst[0]:.3g} times its rounding bound"
+    return True, (f"the weighted row and column sums of all {blocks} blocks match lambda^s u0's "
+                  f"(at most {worst[0]:.2g} of their rounding bounds)")
+
+
+def _check_sampled_lines(raw, ctx) -> tuple[bool, str]:
+    """The run's seeded rows and columns of u, cell by cell, against lambda^s u0 computed here."""
+    n = ctx["size"]
+    rows, cols = sampled_lines(n, ctx["sample_seed"])
+    got = {"row": np.asarray(raw["rows"], dtype=np.float64),
+           "column": np.asarray(raw["cols"], dtype=np.float64).T}
+    for what, lines in (("row", rows), ("column", cols)):
+        if got[what].shape != (len(lines), n):
+            return False, (f"sampled {what}s shaped {got[what].shape}, not {len(lines)} whole "
+                           f"{what}s of {n} cells")
+    factor = decay(n, ctx["alpha"], ctx["steps"])
+    bound = rounding_bound(ctx["steps"], ctx["dtype"]) * sine_peak(n)
+    sine = _sine(n)
+    largest = 0.0
+    for what, lines in (("row", rows), ("column", cols)):
+        deviation = np.abs(got[what] - factor * sine[lines][:, None] * sine[None, :])
+        k, c = np.unravel_index(int(np.argmax(deviation)), deviation.shape)
+        if not deviation[k, c] <= bound:
+            return False, (f"sampled {what} {lines[k]}: u misses lambda^s u0 by "
+                           f"{deviation[k, c]:.2g} at cell {c}, above the rounding bound "
+                           f"{bound:.2g}")
+        largest = max(largest, float(deviation[k, c]))
+    return True, (f"seeded rows and columns match lambda^s u0 cell by cell (largest deviation "
+                  f"{largest:.2g}, bound {bound:.2g}): {detection(len(rows), n, 'rows')}; "
+                  f"{detection(len(cols), n, 'columns')}")
+
+
+def _fast_checks(ctx, raw) -> list[tuple[bool, str]]:
+    """Depth fast: the certified line sums, the seeded rows and columns, probes and l2 norm."""
+    n, steps, alpha, dtype = ctx["size"], ctx["steps"], ctx["alpha"], ctx["dtype"]
+    return [_check_line_sums(raw, ctx), _check_sampled_lines(raw, ctx),
+            _check_probes(raw, n, steps, alpha, dtype, covered=False),
+            _check_l2(raw, n, steps, alpha, dtype)]
+
+
+def verify(workload: Workload, raw: dict, depth: str = "full") -> Verification:
     """The closed form at every cell, at seeded probes and for l2_norm; a random grid's kernel.
 
     Runs with the cluster as Dask's scheduler (the random grid evolves there). Parameters whose
     steps cannot be told from rounding were refused by ``settle``; should such a workload come
-    here anyway, it says so and fails.
+    here anyway, it says so and fails. ``depth="fast"`` checks the run's certificates instead
+    of evolving the grid again (see the module).
     """
     ctx = workload.context
     n, steps, alpha, dtype = ctx["size"], ctx["steps"], ctx["alpha"], ctx["dtype"]
     if not verifiable(n, steps, alpha, dtype):
         return Verification(False, "cannot verify: " + unverifiable(
             n, steps, alpha, dtype, MAX_EXCHANGES * ctx["steps_per_exchange"]))
+    if depth == "fast":
+        checks = _fast_checks(ctx, raw)
+        failed = [text for ok, text in checks if not ok]
+        return Verification(not failed, "; ".join(failed or [text for _ok, text in checks]))
     backend = workload.resolved.backend if workload.resolved else backends.get("cpu")
     (max_error,) = dask.compute(ctx["max_error"])
     measured = dict(raw, max_error=float(max_error))

@@ -5,13 +5,16 @@ s explicit steps give exactly lambda^s u0, lambda = 1 - 8 alpha sin^2(pi/(2(n+1)
 The timed graph is the evolution (:mod:`pipelines.stencil.tasks`: u0 generated inside the
 first exchange's tasks, one task and two buffers a block per exchange) and one pass a block for
 the result, the l2 norm, which also picks u at a few seeded probe cells (u0 there is generated
-apart, a few cells). ``verify`` (:mod:`pipelines.stencil.check`) then compares every block of
-the final grid, where it lives, with lambda^s u0 recomputed in float64
+apart, a few cells) and certifies the grid: every block's weighted row and column sums, and
+seeded whole rows and columns. ``verify`` (:mod:`pipelines.stencil.check`) at depth full then
+compares every block of the final grid, where it lives, with lambda^s u0 recomputed in float64
 (:func:`pipelines.stencil.tasks.max_error`, which evolves the grid again: a check's cost stays
 out of the compute), holds it and the probes against the closed form and a rounding bound, the
 l2 norm against lambda^s (n+1)/2, and runs a small random grid through the same halo exchange
-and kernels on the cluster against NumPy slicing of its own. The closed form, the bound and the
-probe cells both sides use are in :mod:`pipelines.stencil.shared`.
+and kernels on the cluster against NumPy slicing of its own; at depth fast it holds the
+certificates, probes and l2 norm against the closed form instead. The closed form, the bound,
+the probe cells and the certificates' weights both sides use are in
+:mod:`pipelines.stencil.shared`.
 
 This module holds the parameters, ``settle`` (and its checks), the one-process baseline, the
 workers' warm-up and ``prepare``, which assembles the workload from what
@@ -39,7 +42,7 @@ from daskgpu.toolkit.params import (
     output_path,
     positive_int,
 )
-from daskgpu.toolkit.registry import Resolved, Workload, pipeline
+from daskgpu.toolkit.registry import Resolved, Workload, fresh_seed, pipeline
 from daskgpu.toolkit.timing import timed
 from pipelines.stencil import SUMMARY
 from pipelines.stencil.check import MUTATIONS, verify
@@ -165,7 +168,9 @@ def prepare(resolved: Resolved) -> Workload:
     dtype = np.dtype(resolved["dtype"])
     block = chunking.resolve_chunks(resolved["chunks"], (n, n), dtype.itemsize, backend)
     u = evolve_sine(n, block, dtype, backend.array_library, steps, alpha, steps_per_exchange)
-    parts = {**result_parts(u, n), "probes_u0": initial_probes_array(n, dtype.name)}
+    sample_seed = fresh_seed()  # the rows and columns handed back whole differ run to run
+    parts = {**result_parts(u, n, sample_seed, backend.array_library),
+             "probes_u0": initial_probes_array(n, dtype.name)}
     outputs = []
     if output is not None:
         write, temporary = output_files.store_array(u, output)
@@ -189,6 +194,7 @@ def prepare(resolved: Resolved) -> Workload:
         },
         context={"size": n, "dtype": dtype.name, "steps": steps, "alpha": alpha,
                  "steps_per_exchange": steps_per_exchange, "evolve": evolve,
+                 "chunks": u.chunks, "sample_seed": sample_seed,
                  "max_error": max_error(u, n, decay(n, alpha, steps), backend.array_library)},
         outputs=outputs,
         present=lambda workload, raw: {"l2_norm": raw["l2_norm"]},

@@ -4,7 +4,9 @@ The closed form of the sine mode u0 = sin(pi i/(n+1)) sin(pi j/(n+1)): after s e
 it is lambda^s u0, lambda = 1 - 8 alpha sin^2(pi/(2(n+1))). Here are lambda and lambda^s, u0's
 peak, the rounding bound a run may miss the closed form by, whether a run's steps move u
 clearly more than that (``settle`` refuses runs that do not; ``verify`` fails them), the
-refusal's wording, and the seeded probe cells. Nothing here evolves a grid.
+refusal's wording, the seeded probe cells, and what the run certifies for the fast check: the
+weights of every block's row and column sums and the seeded rows and columns it hands back
+whole. Nothing here evolves a grid.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 import numpy as np
 
 from daskgpu.toolkit.numeric import unit_roundoff
+from daskgpu.toolkit.spot_checks import sample_size, seeded_sample
 
 # Rounding of the evolution of the sine mode, in units of the dtype's unit roundoff times
 # max|u0|: ROUNDING_PER_STEP per step plus ROUNDING_FIXED (u0 cast to the dtype, the float64
@@ -89,6 +92,22 @@ def probe_cells(n: int) -> tuple[np.ndarray, np.ndarray]:
     cols = np.concatenate([[centre], rng.integers(0, n, PROBES)])
     return rows, cols
 
+
+def line_weights(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Weights of the certified line sums: along the rows, along the columns, each in [0.5, 1.5).
+
+    Block (i, j) reports ``u_block @ col_weights[c0:c1]`` (one sum per row) and
+    ``row_weights[r0:r1] @ u_block`` (one per column). Unequal weights make a sum tell where
+    its values lie, not only how much they add up to; drawn from ``SeedSequence((n, 0x57E))``.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence((n, 0x57E)))
+    return rng.uniform(0.5, 1.5, n), rng.uniform(0.5, 1.5, n)
+
+
+def sampled_lines(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and columns the run hands back whole: ``sample_size(n)`` of each, seeded by ``seed``."""
+    count = sample_size(n)
+    return seeded_sample(n, count, seed), seeded_sample(n, count, seed + 1)
 
 
 def unverifiable(size, steps, alpha, dtype, max_steps) -> str:

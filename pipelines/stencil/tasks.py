@@ -18,9 +18,11 @@ pass of its own); an exchange of a given array (a test's, the check's random gri
 blocks and their neighbours' strips instead.
 
 Here too are the other functions of the run's graph, one pass a block: the result's sum of
-squares and probe values (:func:`result_parts`), u0 at the probe cells
-(:func:`initial_probes_array`), and the largest deviation from the closed form that ``verify``
-computes after the timed compute (:func:`max_error`).
+squares and probe values, with the certificates the fast check reads (every block's weighted
+row and column sums, and the seeded rows and columns of the grid, whole: see
+:func:`result_parts`), u0 at the probe cells (:func:`initial_probes_array`), and the largest
+deviation from the closed form that ``verify`` computes after the timed compute at depth full
+(:func:`max_error`).
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from dask.highlevelgraph import HighLevelGraph
 
 from daskgpu.errors import ParameterError
 from daskgpu.kernels.stencil import heat_steps_in_place
+from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.numeric import starts
-from pipelines.stencil.shared import probe_cells
+from pipelines.stencil.shared import line_weights, probe_cells, sampled_lines
 
 # Neighbours as (row offset, column offset): the sides, then the corners.
 SIDES = ((-1, 0), (1, 0), (0, -1), (0, 1))
@@ -267,14 +270,44 @@ def _picks(block, block_info=None, rows=(), cols=()):
     return picked
 
 
-def _squares_and_picks(block, block_info=None, rows=(), cols=()):
-    """[sum of squares in float64, the probe values] as a host vector shaped (1, 1, width).
+def _line_sums(block, r0: int, c0: int, weights, library: str = "numpy") -> np.ndarray:
+    """The block's weighted row sums and column sums, in float64, as one host vector.
+
+    ``u_block @ col_weights`` (one a row) and ``row_weights @ u_block`` (one a column), where
+    the block lives (``library``: NumPy, or CuPy on a GPU worker); float32 rows are widened a
+    slab of rows at a time. Only the sums go to the host.
+    """
+    xp = importlib.import_module(library)
+    height, width = block.shape
+    down = xp.asarray(weights[0][r0:r0 + height])
+    across = xp.asarray(weights[1][c0:c0 + width])
+    rows = xp.empty(height, dtype=np.float64)
+    cols = xp.zeros(width, dtype=np.float64)
+    slab = max(1, SLAB_CELLS // max(1, width))
+    for top in range(0, height, slab):
+        part = block[top:top + slab].astype(np.float64, copy=False)
+        rows[top:top + slab] = part @ across
+        cols += down[top:top + slab] @ part
+    return np.concatenate([to_host(rows), to_host(cols)])
+
+
+def _block_summary(block, block_info=None, rows=(), cols=(), weights=None, sizes=(0, 0),
+                   library="numpy"):
+    """[sum of squares, probe values, row sums, column sums] as a host vector (1, 1, width).
 
     ``einsum`` reads the (strided) block once without a temporary (float32 is accumulated in
-    float64 through its buffered cast); the probes are a few single cells.
+    float64 through its buffered cast); the probes are a few single cells. The weighted row
+    and column sums (:func:`pipelines.stencil.shared.line_weights`) are zero-padded to the
+    largest block's ``sizes`` (rows, columns), so that every block's vector is as wide.
     """
+    (r0, _r1), (c0, _c1) = block_info[0]["array-location"]
     squares = float(np.einsum("ij,ij->", block, block, dtype=np.float64))
-    values = np.concatenate([[squares], _picks(block, block_info, rows, cols)])
+    height, width = block.shape
+    sums = _line_sums(block, r0, c0, weights, library)
+    lines = np.zeros(sizes[0] + sizes[1])
+    lines[:height] = sums[:height]
+    lines[sizes[0]:sizes[0] + width] = sums[height:]
+    values = np.concatenate([[squares], _picks(block, block_info, rows, cols), lines])
     return values.reshape(1, 1, -1)
 
 
@@ -307,15 +340,24 @@ def _per_block_vector(u: da.Array, func, width: int, **kwargs) -> da.Array:
     )
 
 
-def result_parts(u: da.Array, n: int) -> dict:
-    """The timed result: the l2 norm of u, and u at the probe cells, in one pass a block.
+def result_parts(u: da.Array, n: int, sample_seed: int, library: str = "numpy") -> dict:
+    """The timed result, the l2 norm of u, and what the fast check reads, in one pass a block.
 
-    The probes come back summed over the blocks: each is held by one block, zero elsewhere.
+    ``probes``: u at the probe cells, summed over the blocks (each is held by one block, zero
+    elsewhere). ``line_sums``: every block's weighted row and column sums, shaped
+    (row blocks, column blocks, largest height + largest width). ``rows`` and ``cols``: the
+    seeded rows and columns of u (:func:`pipelines.stencil.shared.sampled_lines`), whole.
     """
     rows, cols = probe_cells(n)
-    per_block = _per_block_vector(u, _squares_and_picks, 1 + len(rows), rows=rows, cols=cols)
+    sizes = (max(u.chunks[0]), max(u.chunks[1]))
+    per_block = _per_block_vector(u, _block_summary, 1 + len(rows) + sum(sizes), rows=rows,
+                                  cols=cols, weights=line_weights(n), sizes=sizes,
+                                  library=library)
+    sample_rows, sample_cols = sampled_lines(n, sample_seed)
     return {"l2_norm": da.sqrt(per_block[:, :, 0].sum()),
-            "probes": per_block[:, :, 1:].sum(axis=(0, 1))}
+            "probes": per_block[:, :, 1:1 + len(rows)].sum(axis=(0, 1)),
+            "line_sums": per_block[:, :, 1 + len(rows):],
+            "rows": u[sample_rows, :], "cols": u[:, sample_cols]}
 
 
 def max_error(u: da.Array, n: int, factor: float, library: str) -> da.Array:

@@ -1,6 +1,8 @@
 """Independent verification of train-pipeline's result (:func:`verify`) and its mutations.
 
-What the check establishes, on data it draws or reads again on the workers its own way
+At ``depth="fast"`` (the default of a run) :mod:`pipelines.train.check_fast` checks the cell
+sums the run reports on the rows it kept. What the full check establishes, on data it draws
+or reads again on the workers its own way
 (:mod:`pipelines.train.check_replay`), with every value in float64:
 
 - the weights start at zero, and a seeded sample of steps (the first and the last among them)
@@ -25,27 +27,50 @@ wrong results it must reject.
 
 from __future__ import annotations
 
-import math
-
 import dask
 import numpy as np
 
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
+from pipelines.train import check_fast
 from pipelines.train.check_replay import SLAB, held_out, shard_totals, unit
+from pipelines.train.check_rules import (  # noqa: F401 (input_safe_rate, safe_rate: rules)
+    BEST_RTOL,
+    ROWS_PER_FEATURE,
+    accuracy_bounds,
+    input_safe_rate,
+    safe_rate,
+)
+from pipelines.train.check_rules import check_bounds as _check_bounds
+from pipelines.train.check_rules import check_descent as _check_descent
+from pipelines.train.check_rules import check_structure as _check_structure
+from pipelines.train.check_rules import descent_applies as _descent_applies
+from pipelines.train.check_rules import floor_applies as _floor_applies
 from pipelines.train.shared import TEST, TRAIN, input_held_out
 
-FALSE_ALARM = 1e-9  # chance that a correct run falls outside a statistical bound (each)
 SAMPLED_STEPS = 4  # steps whose update is recomputed: the first, the last, seeded others
-BEST_RTOL = 1e-9  # the teacher's best accuracy: float64 sums of probabilities in two orders
-ROWS_PER_FEATURE = 10  # fewer training rows per feature: a model may rightly learn nothing
 
 
-def verify(workload: Workload, raw) -> Verification:
-    """Check the weights, losses and accuracies of a training run against a float64 replay.
+def verify(workload: Workload, raw, depth: str = "full") -> Verification:
+    """Check the weights, losses and accuracies of a training run.
 
-    See the module's docstring for what is established.
+    ``depth="full"``: against a float64 replay on data drawn or read again (see the module's
+    docstring); ``"fast"``: the run's cell sums checked on the rows it kept
+    (:mod:`pipelines.train.check_fast`). A presented run's shards are let go once the check
+    no longer needs them (the full check, before it draws its own).
     """
     ctx = workload.context
+    if depth == "fast":
+        try:
+            return check_fast.verify_fast(ctx, raw)
+        finally:
+            if ctx.get("presented"):
+                ctx["shards"].release()
+    if ctx.get("presented"):
+        ctx["shards"].release()
+    return _verify_full(ctx, raw)
+
+
+def _verify_full(ctx: dict, raw) -> Verification:
     failure = _check_structure(ctx, raw)
     if failure:
         return Verification(False, failure)
@@ -111,35 +136,12 @@ def _recompute(ctx: dict, weights: np.ndarray, steps: list[int]) -> dict:
     totals["test"] = {key: sum(part[key] for part in test_done) for key in test_done[0]}
     tested = int(totals["test"]["rows"][0])
     totals["test_rows"] = tested
-    log_alarm = math.log(2 / FALSE_ALARM)
-    # Bernstein's inequality for a sum of ``tested`` indicators (variance at most 1/4 each)
-    slack = math.sqrt(2 * tested / 4 * log_alarm) + log_alarm / 3
-    common = float(totals["test"]["labels"].max())
-    totals["floor"] = common + slack
-    totals["ceiling"] = totals["test"]["best"] + slack
+    totals["floor"], totals["ceiling"] = accuracy_bounds(
+        tested, float(totals["test"]["labels"].max()), totals["test"]["best"])
     return totals
 
 
 # --------------------------------------------------------------------------- the checks
-
-
-def _check_structure(ctx: dict, raw) -> str | None:
-    keys = ("weights", "losses", "right", "test_right", "test_best")
-    if not isinstance(raw, dict) or any(k not in raw for k in keys):
-        return f"result carries no weights, losses and accuracies to check: {type(raw)}"
-    shape = (ctx["steps"] + 1, ctx["features"] + 1, ctx["classes"])
-    weights = np.asarray(raw["weights"])
-    if weights.shape != shape:
-        return f"weights of shape {weights.shape}; {shape} expected (every step's and the last)"
-    if len(raw["losses"]) != shape[0] or len(raw["right"]) != shape[0]:
-        return f"{len(raw['losses'])} losses, {len(raw['right'])} accuracies for {shape[0]} steps"
-    if len(raw.get("rows", ())) != shape[0]:
-        return f"{len(raw.get('rows', ()))} row counts for {shape[0]} steps"
-    if np.any(weights[0] != 0):
-        return "weights before the first step are not zero"
-    if not np.all(np.isfinite(weights)):
-        return "weights hold NaN or infinite values (the training diverged)"
-    return None
 
 
 def _check_steps(ctx: dict, raw, totals: dict, steps: list[int]) -> str | None:
@@ -196,40 +198,6 @@ def _check_test(ctx: dict, raw, totals: dict, steps: list[int]) -> str | None:
     return None
 
 
-def _check_bounds(ctx: dict, raw, totals: dict, steps: list[int]) -> str | None:
-    if ctx.get("input") is not None:
-        return None  # no teacher: no bound
-    tested, hits = totals["test_rows"], int(raw["test_right"])
-    if hits > totals["ceiling"]:
-        return (f"test accuracy {hits / tested:.4f} above the teacher's best accuracy "
-                f"{totals['test']['best'] / tested:.4f} by more than chance allows "
-                f"(limit {totals['ceiling'] / tested:.4f})")
-    if hits < totals["floor"] and _floor_applies(ctx):
-        return (f"test accuracy {hits / tested:.4f} no better than always answering the most "
-                f"common class (limit {totals['floor'] / tested:.4f}): nothing was learned")
-    return None
-
-
-def _floor_applies(ctx: dict) -> bool:
-    """Full batches on enough rows: a correct run must beat the most common class."""
-    return (ctx.get("batch") is None
-            and ctx["samples"] >= ROWS_PER_FEATURE * (ctx["features"] + 1))
-
-
-def safe_rate(samples: int, features: int) -> float:
-    """A learning rate under which full-batch descent provably never raises the loss.
-
-    The loss's gradient is Lipschitz with constant ``L <= lambda_max(A^T A / n) / 2`` (the
-    softmax's Hessian has norm at most 1/2), ``A`` the features with a column of ones; with
-    standard normal features, ``lambda_max <= (1 + sqrt(d/n) + sqrt(2 ln(1/delta)/n))^2 + 1``
-    but with probability ``delta`` (Davidson and Szarek). A step ``eta <= 2 / L`` never
-    raises the loss.
-    """
-    edge = (1 + math.sqrt(features / samples)
-            + math.sqrt(2 * math.log(1 / FALSE_ALARM) / samples)) ** 2 + 1
-    return 4 / edge
-
-
 def _gram_kind(ctx: dict) -> str | None:
     """What bounds an input's curvature: its Gram matrix, or the matrix's trace.
 
@@ -240,37 +208,6 @@ def _gram_kind(ctx: dict) -> str | None:
         return None
     return ("full" if ctx["features"] + 1 <= 4 * (ctx["steps"] + 1) * ctx["classes"]
             else "trace")
-
-
-def input_safe_rate(gram: np.ndarray, samples: int) -> float:
-    """A learning rate under which full-batch descent on the input never raises the loss.
-
-    ``L <= lambda_max(A^T A / n) / 2`` as in :func:`safe_rate`, with ``lambda_max`` the Gram
-    matrix's largest eigenvalue (or its trace, an upper bound).
-    """
-    top = (float(np.linalg.eigvalsh(gram / samples)[-1]) if gram.ndim == 2
-           else float(gram[0]) / samples)
-    return 4 / (top * (1 + 1e-9))
-
-
-def _descent_applies(ctx: dict, totals: dict) -> bool:
-    if ctx.get("batch") is not None:
-        return False  # a mini-batch step may rightly raise the loss
-    if ctx.get("input") is not None:
-        return ctx["learning_rate"] <= input_safe_rate(totals["gram"], ctx["samples"])
-    return ctx["learning_rate"] <= safe_rate(ctx["samples"], ctx["features"])
-
-
-def _check_descent(ctx: dict, raw, totals: dict, steps: list[int]) -> str | None:
-    if not _descent_applies(ctx, totals):
-        return None
-    losses = np.asarray(raw["losses"], dtype=np.float64)
-    allowed = totals["loss_tol"] / ctx["samples"]
-    for t in range(1, len(losses)):
-        if losses[t] > losses[t - 1] + allowed[t] + allowed[t - 1]:
-            return (f"loss rose from {losses[t - 1]:.9g} to {losses[t]:.9g} at step {t} with "
-                    f"a safe learning rate {ctx['learning_rate']:g}")
-    return None
 
 
 _CHECKS = (_check_steps, _check_losses, _check_accuracies, _check_test, _check_bounds,

@@ -185,11 +185,11 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
         losses = []
         for t in range(steps):
             drawn = None if batch is None else (resolved["seed"], t, batch, samples)
-            gradient, loss, _hits, _rows = passes(w, training, True, drawn)
+            gradient, loss, _hits, _rows, _cells = passes(w, training, True, drawn)
             w = (w - rate * (gradient / samples)).astype(dtype)
             losses.append(loss / samples)
-        _, loss, _hits, _rows = passes(w, training, False)
-        _, test_loss, _hits, _rows = passes(w, testing, False)
+        _, loss, _hits, _rows, _cells = passes(w, training, False)
+        _, test_loss, _hits, _rows, _cells = passes(w, testing, False)
         return {"losses": [*losses, loss / samples], "test_loss": test_loss}
 
     seconds, answer = timed(resolved.backend, training_run)

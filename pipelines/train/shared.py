@@ -66,3 +66,39 @@ def batch_rows(batch: int, rows: int, samples: int) -> int:
     (23, 1, 5)
     """
     return min(rows, max(1, math.floor(batch * rows / samples + 0.5)))
+
+
+#: ``spawn_key`` part of the gradient probes, ``(PROBE,)``: ``default_rng`` of that sequence
+#: draws ``standard_normal((PROBES, features + 1))`` (the ``r``), then
+#: ``standard_normal((PROBES, classes))`` (the ``s``).
+PROBE = 5
+#: Random probes ``r^T G s`` of each cell's gradient ``G`` that a run reports (Freivalds).
+PROBES = 4
+#: Bytes of features in one cell of rows: on CPU workers a cell stays in the core's cache
+#: between its two products (256 to 2048 rows of 784 float32 measured alike); on GPU workers
+#: large enough to keep the device busy. At least ``MIN_CELL_ROWS`` rows (very wide rows).
+CELL_BYTES = 2 << 20
+DEVICE_CELL_BYTES = 128 << 20
+MIN_CELL_ROWS = 64
+
+
+def cell_rows(features: int, itemsize: int, library: str) -> int:
+    """Rows of one cell: a pass reads its rows a cell at a time and reports each cell's sums.
+
+    The cells of a pass are its rows (a shard's rows, or its mini-batch rows in order) cut
+    into runs of this many, the last one shorter.
+
+    >>> cell_rows(784, 4, "numpy"), cell_rows(784, 4, "cupy"), cell_rows(10**6, 8, "numpy")
+    (668, 42799, 64)
+    """
+    budget = CELL_BYTES if library == "numpy" else DEVICE_CELL_BYTES
+    return max(MIN_CELL_ROWS, budget // max(1, features * itemsize))
+
+
+def cells_of(rows: int, cell: int) -> int:
+    """Cells of ``rows`` rows read ``cell`` at a time.
+
+    >>> cells_of(1000, 668), cells_of(668, 668)
+    (2, 1)
+    """
+    return -(-rows // cell)

@@ -20,14 +20,18 @@ import numpy as np
 
 from daskgpu.toolkit import backends, data_parallel
 from daskgpu.toolkit.numeric import generator
-from pipelines.train.shared import BATCH, TEACHER, TEACHER_SHARPNESS, batch_rows
+from pipelines.train.shared import (
+    BATCH,
+    PROBE,
+    PROBES,
+    TEACHER,
+    TEACHER_SHARPNESS,
+    batch_rows,
+    cell_rows,
+)
 
 # Rows of a shard turned into teacher logits at once (float64 temporaries of this many rows).
 LABEL_SLAB = 65_536
-# Bytes of features in one block of a CPU shard's pass: a block stays in the core's cache
-# between its two products (measured: 256 to 2048 rows of 784 float32 alike).
-BLOCK_BYTES = 2 << 20
-MIN_BLOCK_ROWS = 64  # for very wide rows: fewer rows make the products inefficient
 
 
 def teacher_weights(seed: int, features: int, classes: int) -> np.ndarray:
@@ -67,6 +71,17 @@ def make_shard(seed: int, part: int, index: int, rows: int, features: int, class
     return {"x": x, "y": y, "best": best, "index": index}
 
 
+def gradient_probes(seed: int, features: int, classes: int) -> np.ndarray:
+    """The run's probes of its cells' gradients, drawn as :mod:`pipelines.train.shared` says.
+
+    One float64 array ``(PROBES, features + 1 + classes)``: each row ``r`` (over the
+    features and the bias) then ``s`` (over the classes).
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(PROBE,)))
+    r = rng.standard_normal((PROBES, features + 1))
+    return np.hstack([r, rng.standard_normal((PROBES, classes))])
+
+
 def batch_draw(seed: int, step: int, index: int, rows: int, batch: int, samples: int
                ) -> np.ndarray:
     """Sorted rows of shard ``index`` (of ``rows``) in step ``step``'s mini-batch.
@@ -79,21 +94,26 @@ def batch_draw(seed: int, step: int, index: int, rows: int, batch: int, samples:
 
 
 def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
-               batch: tuple | None = None) -> tuple:
+               batch: tuple | None = None, probes: np.ndarray | None = None) -> tuple:
     """One shard's loss sum, right answers and (if asked) gradient sum at ``weights``.
 
     With ``batch`` ``(seed, step, batch size, samples)`` only the shard's rows of that step's
     mini-batch (:func:`batch_draw`) are read, and the gradient and loss sums are scaled by
     the shard's rows over its batch rows, so that their total over the shards is an unbiased
-    estimate of the full sums.
+    estimate of the full sums. The rows are read a cell at a time
+    (:func:`pipelines.train.shared.cell_rows`), and each cell's sums are reported too, for
+    the check: its loss sum, right answers and, with the gradient, ``r^T G s`` of its
+    gradient ``G`` for each probe ``(r, s)`` of ``probes`` (:func:`gradient_probes`),
+    unscaled.
 
     Returns
     -------
-    ((gradient, loss, right, rows), seconds)
+    ((gradient, loss, right, rows, cells), seconds)
         The summed cross-entropy gradient over the rows read as float64 host memory (0.0
         when not asked), the float64 sum of their losses, the count of them whose most
-        likely class is their label, how many were read, and the seconds it took (device
-        work included).
+        likely class is their label, how many were read, ``[(shard index, cell sums)]``
+        (a list, so that adding two shards' answers lists both), and the seconds it took
+        (device work included).
     """
     began = time.perf_counter()
     xp = importlib.import_module(library)
@@ -105,50 +125,76 @@ def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
         scale = y.shape[0] / len(chosen)
         chosen = xp.asarray(chosen)
         x, y = x[chosen], y[chosen]
-    if library == "numpy":  # a block small enough for the core's cache
-        block = max(MIN_BLOCK_ROWS, BLOCK_BYTES // max(1, x.shape[1] * x.dtype.itemsize))
-    else:  # on a GPU, two products over the whole shard
-        block = max(1, y.shape[0])
-    total, loss, right = _pass_in_blocks(xp, x, y, xp.asarray(weights), gradient, block)
+    block = cell_rows(x.shape[1], x.dtype.itemsize, library)
+    total, loss, right, cells = _pass_in_blocks(xp, x, y, xp.asarray(weights), gradient, block,
+                                                probes if gradient else None)
     if gradient:
         total *= scale
-    return (total, loss * scale, right, int(y.shape[0])), time.perf_counter() - began
+    return ((total, loss * scale, right, int(y.shape[0]), [(shard["index"], cells)]),
+            time.perf_counter() - began)
 
 
-def _pass_in_blocks(xp, x, y, w, gradient: bool, block: int) -> tuple:
+def _pass_in_blocks(xp, x, y, w, gradient: bool, block: int, probes=None) -> tuple:
     """Loss sum, right answers and (if asked) float64 gradient of rows ``block`` at a time.
 
     On CPU a block small enough for the core's cache is read from memory once for both
     products (logits, then the gradient), where whole-shard products read every row twice;
     on two cores sharing memory that was 20 % of a step. The gradient is summed in float64.
+    Each block is a cell: its loss sum, right answers and probed gradient are kept too
+    (``cells``: host arrays ``loss``, ``right`` and, with ``probes``, ``probe``).
     """
     features, classes = w.shape[0] - 1, w.shape[1]
     weights, bias = w[:-1], w[-1]
     transposed = xp.zeros((classes, features), dtype=np.float64)  # the gradient, transposed
     bias_gradient = xp.zeros(classes, dtype=np.float64)
-    loss, right = 0.0, 0
+    losses, hits, probed = [], [], []
+    if probes is not None:  # r of the features, r of the bias, s
+        probes = np.asarray(probes, dtype=np.float64)
+        towards, lift, along = (xp.asarray(probes[:, :features].T),
+                                xp.asarray(probes[:, features]),
+                                xp.asarray(probes[:, features + 1:]))
     offsets = xp.arange(min(block, y.shape[0]))
     for start in range(0, y.shape[0], block):
         xb, yb = x[start:start + block], y[start:start + block]
         rows = offsets[:yb.shape[0]]
         logits = xb @ weights
         logits += bias
-        right += int((xp.argmax(logits, axis=1) == yb).sum())
+        hits.append((xp.argmax(logits, axis=1) == yb).sum())
         logits -= logits.max(axis=1, keepdims=True)
         exp = xp.exp(logits)
         sums = exp.sum(axis=1)
-        loss += float((xp.log(sums) - logits[rows, yb]).sum(dtype=np.float64))
+        losses.append((xp.log(sums) - logits[rows, yb]).sum(dtype=np.float64))
         if gradient:
             exp /= sums[:, None]  # the class probabilities
             exp[rows, yb] -= 1  # minus the one-hot labels: d loss / d logits
-            transposed += exp.T @ xb  # (classes, rows) @ (rows, features): BLAS's faster side
-            bias_gradient += exp.sum(axis=0, dtype=np.float64)
+            part = exp.T @ xb  # (classes, rows) @ (rows, features): BLAS's faster side
+            transposed += part
+            part_bias = exp.sum(axis=0, dtype=np.float64)
+            bias_gradient += part_bias
+            if probes is not None:  # r^T G s of this cell, for each probe: a few flops
+                probed.append(((part @ towards) * along.T).sum(axis=0)
+                              + (along @ part_bias) * lift)
+    cells = {"loss": _host_values(xp, losses, np.float64),
+             "right": _host_values(xp, hits, np.int64)}
+    if probed:
+        cells["probe"] = np.asarray(backends.to_host(xp.stack(probed)), dtype=np.float64)
+    loss = 0.0
+    for value in cells["loss"]:  # in block order, as one running sum
+        loss += float(value)
+    right = int(cells["right"].sum())
     if not gradient:
-        return 0.0, loss, right
+        return 0.0, loss, right, cells
     total = np.empty(w.shape, dtype=np.float64)
     total[:-1] = backends.to_host(transposed).T
     total[-1] = backends.to_host(bias_gradient)
-    return total, loss, right
+    return total, loss, right, cells
+
+
+def _host_values(xp, values: list, dtype) -> np.ndarray:
+    """Device scalars (or NumPy's), one per cell, as one host array."""
+    if not values:
+        return np.zeros(0, dtype)
+    return np.asarray(backends.to_host(xp.stack(values)), dtype=dtype).reshape(-1)
 
 
 def shard_best(shard: dict) -> float:
@@ -176,17 +222,21 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
         ``weights`` (steps + 1, features + 1, classes), the weights before each step and the
         final ones; ``losses`` and ``right`` at each of them (a mini-batch step's loss is
         its estimate of the full loss), ``rows`` their rows; ``test_loss``, ``test_right``,
-        ``test_best``; the times of each step (``step_s``, ``step_compute_s``).
+        ``test_best``; ``cells``, per pass (every step's and the final one) the sums of each
+        cell of rows it read, shard after shard (:func:`shard_pass`), and ``test_cells``,
+        the test pass's; the times of each step (``step_s``, ``step_compute_s``).
     """
     training, testing = shards[:train_shards], shards[train_shards:]
     w = np.zeros((features + 1, classes), dtype=dtype)
     trajectory, losses, right, rows, wall, computed = [w], [], [], [], [], []
+    passes = []
+    probes = data_parallel.broadcast(client, gradient_probes(seed, features, classes))
     current = data_parallel.broadcast(client, w)
     for t in range(steps):
         drawn = None if batch is None else (seed, t, batch, samples)
-        (gradient, loss, hits, read), spent = data_parallel.step(
+        (gradient, loss, hits, read, cells), spent = data_parallel.step(
             client, training, shard_pass, data_parallel.add_pairs, current, True, library,
-            drawn)
+            drawn, probes)
         began = time.perf_counter()
         w = (w - rate * (gradient / samples)).astype(dtype)
         current.release()
@@ -197,17 +247,27 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
         losses.append(loss / samples)
         right.append(hits)
         rows.append(read)
-    (_, loss, hits, read), _ = data_parallel.step(
+        passes.append(in_shard_order(cells))
+    (_, loss, hits, read, cells), _ = data_parallel.step(
         client, training, shard_pass, data_parallel.add_pairs, current, False, library)
     losses.append(loss / samples)
     right.append(hits)
     rows.append(read)
-    (_, test_loss, test_hits, _), _ = data_parallel.step(
+    passes.append(in_shard_order(cells))
+    (_, test_loss, test_hits, _, cells), _ = data_parallel.step(
         client, testing, shard_pass, data_parallel.add_pairs, current, False, library)
     best = sum(client.gather([client.submit(shard_best, s, pure=False) for s in testing]))
     current.release()
+    probes.release()
     return {"weights": np.stack(trajectory), "losses": np.array(losses),
             "right": np.array(right, dtype=np.int64),
             "rows": np.array(rows, dtype=np.int64), "test_loss": float(test_loss),
             "test_right": int(test_hits), "test_best": float(best),
+            "cells": passes, "test_cells": in_shard_order(cells),
             "step_s": wall, "step_compute_s": computed}
+
+
+def in_shard_order(cells: list) -> dict:
+    """The cells' sums of every shard of a pass, shard after shard: one array per sum."""
+    ordered = [sums for _, sums in sorted(cells, key=lambda pair: pair[0])]
+    return {key: np.concatenate([sums[key] for sums in ordered]) for key in ordered[0]}

@@ -7,6 +7,10 @@ module's own haversine, with a seeded sample of partitions recomputed with NumPy
 shares no code with the computation it checks (only the trips' definition, from
 :mod:`pipelines.trips.shared`), and declares the alterations of a result it must catch
 (``MUTATIONS``).
+
+That is the full depth; the fast one, :mod:`pipelines.trips.check_cells`, reads no trip again:
+it ties the run's certificates of every partition and cell to the answer and recomputes a seeded
+sample of cells from their rows, building on this module's comparisons and haversine.
 """
 
 from __future__ import annotations
@@ -200,9 +204,11 @@ def _pair(got, want) -> tuple[str, str]:
 
 
 def _agree(got, want, exact: bool) -> bool:
+    """Counts equal; other numbers as ``numpy.isclose(got, want, RTOL, 0, equal_nan=True)``."""
     if exact:
         return int(got) == int(want)
-    return bool(np.isclose(float(got), float(want), rtol=RTOL, atol=0, equal_nan=True))
+    got, want = float(got), float(want)
+    return got == want or abs(got - want) <= RTOL * abs(want) or (got != got and want != want)
 
 
 def _group_name(key: tuple) -> str:
@@ -250,14 +256,24 @@ def _summary(lines: list[str], of: int, what: str) -> str:
     return f"{len(lines)} of {of} groups {what} (first: {lines[0]})"
 
 
-def verify(workload: Workload, raw: dict) -> Verification:
-    """The reported table against an independent recomputation of every trip on the workers.
+def verify(workload: Workload, raw: dict, depth: str = "full") -> Verification:
+    """The reported table against an independent recomputation of every trip, or a sample.
 
-    Every partition is read again (not through the run's reader) and aggregated with pandas and
-    this module's own haversine: each group's trips must be equal and its means within RTOL,
-    and rows, kept and groups must match. A seeded sample of partitions is also aggregated
-    with NumPy alone (another haversine form, np.unique groups) and must match pandas there.
+    ``depth="full"``: every partition is read again (not through the run's reader) and
+    aggregated with pandas and this module's own haversine: each group's trips must be equal
+    and its means within RTOL, and rows, kept and groups must match. A seeded sample of
+    partitions is also aggregated with NumPy alone (another haversine form, np.unique groups)
+    and must match pandas there.
+
+    ``depth="fast"``: the run's certificates of every partition and cell, tied to the answer
+    and to each other, and a seeded sample of cells recomputed from their rows
+    (:mod:`pipelines.trips.check_cells`).
     """
+    if depth == "fast":
+        # Imported here: check_cells builds on this module's comparisons and haversine.
+        from pipelines.trips.check_cells import verify_fast
+
+        return verify_fast(workload, raw)
     resolved = workload.resolved
     value = workload.present(workload, raw)  # the run's reported value
     partitions = _check_partitions(resolved)

@@ -22,7 +22,7 @@ import pandas as pd
 
 from daskgpu.errors import ParameterError
 from daskgpu.kernels.haversine import haversine_km, haversine_numpy
-from daskgpu.toolkit import backends
+from daskgpu.toolkit import backends, spot_checks
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.params import (
     Param,
@@ -36,7 +36,13 @@ from daskgpu.toolkit.registry import Resolved, Workload, pipeline
 from daskgpu.toolkit.timing import timed
 from pipelines.trips import SUMMARY
 from pipelines.trips.check import MUTATIONS, verify
-from pipelines.trips.shared import COLUMNS, partition_specs, synthetic_partition
+from pipelines.trips.shared import (
+    CELL_ROWS,
+    COLUMNS,
+    cell_count,
+    partition_specs,
+    synthetic_partition,
+)
 from pipelines.trips.tasks import GROUP, partial_sums, tree
 
 CPU_DEFAULT_ROWS = 20_000_000
@@ -142,6 +148,61 @@ def _partitions(resolved: Resolved) -> tuple[list[tuple], dict]:
     return parts, {"source": "synthetic", "seed": seed, "rows": rows}
 
 
+def _csv_lines(file: str) -> int:
+    """Lines after a CSV file's header: its rows, unless it has blank lines."""
+    newlines, last = 0, b"\n"
+    with open(file, "rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            newlines += block.count(b"\n")
+            last = block[-1:]
+    return max(0, newlines + (last != b"\n") - 1)
+
+
+def _planned_rows(part: tuple) -> int:
+    """Rows a partition will read: a synthetic one's, a row group's (metadata), a CSV's lines."""
+    if part[0] == "synthetic":
+        return part[1][1]
+    if part[0] == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(part[1]).metadata.row_group(part[2]).num_rows
+    return _csv_lines(part[1])
+
+
+def cell_plan(resolved: Resolved, parts: list[tuple]) -> dict:
+    """Where the certificates' cells lie and which the fast check draws again.
+
+    Every partition is cut into cells of ``CELL_ROWS`` rows; ``spot_checks.sample_size`` of all
+    the cells are drawn with the run's seed (with an input, a seed from its row count), and each
+    partition's task keeps the rows of its drawn cells.
+
+    Parameters
+    ----------
+    resolved : Resolved
+        The run's values (backend, seed, input).
+    parts : list of tuple
+        What each task reads, in order.
+
+    Returns
+    -------
+    dict
+        ``cell_rows``, ``seed``, ``planned_rows`` (per partition), ``drawn`` (global cell
+        numbers) and ``cells`` (per partition, the ``cells`` argument of its task).
+    """
+    cell_rows = CELL_ROWS[resolved.backend.dataframe_library]
+    rows = [_planned_rows(p) for p in parts]
+    counts = [cell_count(r, cell_rows) for r in rows]
+    seed = resolved["seed"] if resolved["input"] is None else resolved.inputs["input"].rows
+    population = sum(counts)
+    drawn = spot_checks.seeded_sample(population, spot_checks.sample_size(population), seed)
+    first = np.cumsum([0, *counts])
+    cells = [{"rows": cell_rows, "seed": seed,
+              "sampled": tuple(int(c - first[i]) for c in drawn
+                               if first[i] <= c < first[i + 1])} for i in range(len(parts))]
+    return {"cell_rows": cell_rows, "seed": seed, "planned_rows": rows, "drawn": drawn,
+            "cells": cells}
+
+
 def _read_pandas(source) -> pd.DataFrame:
     if source.kind == "parquet":
         return pd.concat([pd.read_parquet(f, columns=list(COLUMNS)) for f in source.files],
@@ -200,13 +261,15 @@ def prepare(resolved: Resolved) -> Workload:
     parts, described = _partitions(resolved)
     described["partitions"] = len(parts)
     elements = described["rows"]
+    plan = cell_plan(resolved, parts)
     return Workload(
-        collection=tree(parts, resolved.backend.to_device()),
+        collection=tree(parts, resolved.backend.to_device(), plan["cells"]),
         bytes_are="generated" if resolved["input"] is None else "read",
         elements=elements,
         nbytes=elements * 7 * 8,
         description=described,
-        context={"output": output},
+        context={"output": output, "parts": parts,
+                 **{k: plan[k] for k in ("cell_rows", "seed", "planned_rows", "drawn")}},
         present=_present,
         save=_save if output is not None else None,
     )

@@ -3,6 +3,12 @@
 The columns the ETL reads (``COLUMNS``), the definition of the synthetic trips and how they are
 split into partitions. The run reads them with its own reader (``host_chunks`` in
 :mod:`pipelines.trips.tasks`); the check reads them its own way.
+
+Also the geometry of the run's certificates, which the fast check reads: each partition is cut
+into cells of ``CELL_ROWS`` consecutive rows (in the order the partition is read), and each
+cell's sums form a dense table of ``HOURS`` rows by ``SLOTS`` columns (passengers
+``0 .. SLOTS - 2``, then one column for every other passenger count); the tables are projected
+on ``projection_weights(seed)``.
 """
 
 from __future__ import annotations
@@ -58,3 +64,31 @@ def partition_specs(rows: int, seed: int, partitions: int) -> list[tuple[int, in
     """The ``(number, rows, seed)`` of each synthetic partition."""
     sizes = [rows // partitions + (1 if i < rows % partitions else 0) for i in range(partitions)]
     return [(i, size, seed) for i, size in enumerate(sizes)]
+
+
+#: Rows of a certificate cell, by the workers' dataframe library: small cells on CPU (their rows
+#: come back for the sampled ones), larger ones on GPUs (one kernel launch each).
+CELL_ROWS = {"pandas": 1 << 12, "cudf": 1 << 15}
+#: A cell's dense table: hours of the day by passenger slots (``0 .. SLOTS - 2``, and the last
+#: for any other passenger count: negative, larger or not a whole number).
+HOURS = 24
+SLOTS = 17
+#: Integer weights of the random projections below are drawn from ``[1, WEIGHT_LIMIT)``.
+WEIGHT_LIMIT = 1 << 20
+
+
+def cell_count(rows: int, cell_rows: int) -> int:
+    """Cells of a partition of ``rows`` rows."""
+    return -(-rows // cell_rows)
+
+
+def projection_weights(seed: int) -> np.ndarray:
+    """``(HOURS * SLOTS, 2)`` int64 weights: ones, and seeded random integers.
+
+    A cell's table (flattened, hour-major) times these is what the run reports per cell: its
+    total and a random projection, which changes when a trip moves between groups.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0xCE11, 0)))
+    cells = HOURS * SLOTS
+    return np.stack([np.ones(cells, np.int64),
+                     rng.integers(1, WEIGHT_LIMIT, cells, dtype=np.int64)], axis=1)

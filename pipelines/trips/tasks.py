@@ -17,16 +17,25 @@ import pandas as pd
 
 from daskgpu.kernels import trips as trip_kernel
 from daskgpu.toolkit import backends
-from pipelines.trips.shared import COLUMNS, synthetic_columns
+from pipelines.trips.shared import (
+    CELL_ROWS,
+    COLUMNS,
+    HOURS,
+    SLOTS,
+    projection_weights,
+    synthetic_columns,
+)
 
 #: The groups of the summed table: pickup hour and passengers.
 GROUP = ["hour", "passengers"]
 #: Partial tables added by one task of the tree.
 TREE_WIDTH = 8
+# The certificates' tables are the kernel's own (see pipelines/trips/shared.py).
+assert (trip_kernel.HOURS, trip_kernel.PASSENGER_SLOTS + 1) == (HOURS, SLOTS)
 #: The kernel's columns after the pickup time, in its argument order.
 VALUES = ("passengers", "fare", "pickup_lat", "pickup_lon", "dropoff_lat", "dropoff_lon")
-#: Rows of a CSV file read (and summed) at a time.
-CSV_CHUNK_ROWS = 2_000_000
+#: Rows of a CSV file read (and summed) at a time: a whole number of cells on every backend.
+CSV_CHUNK_ROWS = 1 << 21
 
 
 def _arrow_values(column) -> np.ndarray:
@@ -94,7 +103,7 @@ def _device_chunks(partition: tuple, to_device):
     if partition[0] == "synthetic":
         for chunk in host_chunks(partition):
             ticks, per_hour, *values = _kernel_columns(chunk)
-            yield len(ticks), (to_device(ticks), per_hour, *(to_device(v) for v in values))
+            yield len(ticks), (to_device(ticks), per_hour, *(to_device(v) for v in values)), chunk
         return
     frame = backends.read_table_gpu(partition[0], partition[1], COLUMNS,
                                     partition[2] if partition[0] == "parquet" else None,
@@ -102,15 +111,16 @@ def _device_chunks(partition: tuple, to_device):
     columns = backends.device_columns(frame, COLUMNS)
     ticks, dtype = columns["pickup_time"]
     yield len(frame), (ticks, trip_kernel.ticks_per_hour(dtype),
-                       *(columns[name] for name in VALUES))
+                       *(columns[name] for name in VALUES)), columns
 
 
 def _chunks(partition: tuple, to_device):
+    """``(rows, kernel columns, the columns as read)`` of each chunk of a partition."""
     if to_device is not None:
         yield from _device_chunks(partition, to_device)
     else:
         for chunk in host_chunks(partition):
-            yield len(chunk["pickup_time"]), _kernel_columns(chunk)
+            yield len(chunk["pickup_time"]), _kernel_columns(chunk), chunk
 
 
 def _outside_frame(columns: tuple) -> pd.DataFrame:
@@ -124,23 +134,87 @@ def _outside_frame(columns: tuple) -> pd.DataFrame:
                         index=index)
 
 
-def partial_sums(partition: tuple, to_device=None) -> dict:
+def _rows_as_read(columns: dict, start: int, stop: int) -> dict:
+    """Rows ``start:stop`` of a chunk's columns as read, copied to the host.
+
+    Times come back as ``datetime64`` (a GPU reader's ``(ticks, dtype)`` viewed as its dtype).
+    """
+    out = {}
+    for name, column in columns.items():
+        if isinstance(column, tuple):  # device ticks and their datetime64 dtype
+            out[name] = np.asarray(backends.to_host(column[0][start:stop])).view(column[1])
+        else:
+            out[name] = np.array(backends.to_host(column[start:stop]), copy=True)
+    return out
+
+
+def _cell_sums(n: int, columns: tuple, as_read: dict, cells: dict, first: int) -> dict:
+    """One chunk summed cell by cell by the fused kernel: its table and its cells' certificates.
+
+    Each cell of ``cells["rows"]`` rows is one kernel call (on the GPU for device columns, each
+    small table then copied to the host); the chunk's table is the sum of the cells' tables.
+    Per cell the certificate holds its rows and its table projected on ``projection_weights``
+    (exact for counts); a cell of ``cells["sampled"]`` (numbered in the partition, this chunk's
+    first being ``first``) also keeps its table and its rows as read.
+    """
+    size = cells["rows"]
+    starts = range(0, n, size)
+    tables = [[backends.to_host(a) for a in trip_kernel.trip_sums(
+        *(c[s:s + size] if hasattr(c, "shape") else c for c in columns))] for s in starts]
+    counts, sums = np.stack([t[0] for t in tables]), np.stack([t[1] for t in tables])
+    weights = projection_weights(cells["seed"])
+    # In float64, exact for counts: each projection is an integer below 2**53.
+    projected = (counts.reshape(len(tables), -1).astype(np.float64) @ weights,
+                 sums.reshape(len(tables), 2, -1) @ weights.astype(np.float64))
+    sampled = {cell: {"counts": counts[cell - first], "sums": sums[cell - first],
+                      "rows": _rows_as_read(as_read, (cell - first) * size,
+                                            min(n, (cell - first + 1) * size))}
+               for cell in cells["sampled"] if first <= cell < first + len(tables)}
+    return {"counts": counts.sum(axis=0), "sums": sums.sum(axis=0),
+            "cell_rows": np.array([min(size, n - s) for s in starts], np.int64),
+            "cell_counts": np.rint(projected[0]).astype(np.int64), "cell_sums": projected[1],
+            "sampled": sampled}
+
+
+def _certificate(partition: tuple, rows: int, pieces: list[dict], outside) -> dict:
+    """What the fast check reads of one partition: its table, its cells, its sampled cells."""
+    width = trip_kernel.PASSENGER_SLOTS + 1
+    empty = {"cell_rows": np.zeros(0, np.int64), "cell_counts": np.zeros((0, 2), np.int64),
+             "cell_sums": np.zeros((0, 2, 2))}
+    joined = {name: np.concatenate([p[name] for p in pieces]) if pieces else value
+              for name, value in empty.items()}
+    return {"partition": partition, "rows": rows,
+            "counts": sum((p["counts"] for p in pieces), np.zeros((HOURS, width), np.int64)),
+            "sums": sum((p["sums"] for p in pieces), np.zeros((2, HOURS, width))),
+            "outside": outside, **joined,
+            "sampled": {k: v for p in pieces for k, v in p["sampled"].items()}}
+
+
+def partial_sums(partition: tuple, to_device=None, cells: dict | None = None) -> dict:
     """One partition read and summed by the fused kernel, on a worker: a small host table.
 
-    ``{"rows", "counts", "sums", "outside"}``: rows read, the kernel's dense counts and sums
-    (NumPy, copied from the device on a GPU worker) and a frame of the trips whose passengers
-    are outside the dense table (``None`` when there are none, the usual case).
+    ``{"rows", "counts", "sums", "outside", "certificates"}``: rows read, the kernel's dense
+    counts and sums (NumPy, copied from the device on a GPU worker), a frame of the trips whose
+    passengers are outside the dense table (``None`` when there are none, the usual case), and
+    a one-item list: the partition's certificate for the fast check (see :func:`_cell_sums`).
+    ``cells`` says the cells' rows, the seed of their projections and which cells are sampled
+    (default: the backend's cells, none sampled).
     """
-    rows, counts, sums, outside = 0, 0, 0, []
-    for n, columns in _chunks(partition, to_device):
+    if cells is None:
+        cells = {"rows": CELL_ROWS["pandas" if to_device is None else "cudf"], "seed": 0,
+                 "sampled": ()}
+    rows, pieces, outside = 0, [], []
+    for n, columns, as_read in _chunks(partition, to_device):
+        if n:
+            piece = _cell_sums(n, columns, as_read, cells, rows // cells["rows"])
+            pieces.append(piece)
+            if piece["counts"][:, trip_kernel.OUTSIDE].any():
+                outside.append(_outside_frame(columns))
         rows += n
-        got_counts, got_sums = (backends.to_host(a) for a in trip_kernel.trip_sums(*columns))
-        counts, sums = counts + got_counts, sums + got_sums
-        if got_counts[:, trip_kernel.OUTSIDE].any():
-            outside.append(_outside_frame(columns))
-    if rows == 0:
-        return _merged()
-    return {"rows": rows, "counts": counts, "sums": sums, "outside": _regrouped(outside)}
+    outside = _regrouped(outside)
+    certificate = _certificate(partition, rows, pieces, outside)
+    return {"rows": rows, "counts": certificate["counts"], "sums": certificate["sums"],
+            "outside": outside, "certificates": [certificate]}
 
 
 def _regrouped(frames: list) -> pd.DataFrame | None:
@@ -151,14 +225,15 @@ def _regrouped(frames: list) -> pd.DataFrame | None:
 
 
 def _merged(*partials: dict) -> dict:
-    """Partial tables added: rows, counts and sums, and the outside groups regrouped."""
+    """Partial tables added: rows, counts, sums, outside groups, and certificates in order."""
     width = trip_kernel.PASSENGER_SLOTS + 1
     return {"rows": sum(p["rows"] for p in partials),
             "counts": sum((p["counts"] for p in partials),
                           np.zeros((trip_kernel.HOURS, width), np.int64)),
             "sums": sum((p["sums"] for p in partials),
                         np.zeros((2, trip_kernel.HOURS, width), np.float64)),
-            "outside": _regrouped([p["outside"] for p in partials])}
+            "outside": _regrouped([p["outside"] for p in partials]),
+            "certificates": [c for p in partials for c in p["certificates"]]}
 
 
 def _result(total: dict) -> dict:
@@ -177,12 +252,18 @@ def _result(total: dict) -> dict:
         raise RuntimeError(f"trips outside the dense table: {expected} counted, {found} grouped")
     if outside is not None:
         table = pd.concat([table, outside])
-    return {"rows": int(total["rows"]), "table": table.sort_index()}
+    return {"rows": int(total["rows"]), "table": table.sort_index(),
+            "partitions": total["certificates"]}
 
 
-def tree(parts: list[tuple], to_device):
-    """The summed table: a task per partition, their tables added ``TREE_WIDTH`` at a time."""
-    level = [dask.delayed(partial_sums, pure=True)(p, to_device) for p in parts]
+def tree(parts: list[tuple], to_device, cells: list[dict]):
+    """The summed table: a task per partition, their tables added ``TREE_WIDTH`` at a time.
+
+    ``cells[i]`` is partition ``i``'s cell plan (see :func:`partial_sums`); the result also
+    holds every partition's certificate, in order (``partitions``).
+    """
+    level = [dask.delayed(partial_sums, pure=True)(p, to_device, c)
+             for p, c in zip(parts, cells, strict=True)]
     while len(level) > 1:
         level = [dask.delayed(_merged, pure=True)(*level[i:i + TREE_WIDTH])
                  for i in range(0, len(level), TREE_WIDTH)]

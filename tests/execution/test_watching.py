@@ -24,7 +24,7 @@ def test_report_is_a_self_contained_html_file_naming_the_tasks(tmp_path):
     html = target.read_text()
     assert html.lstrip().lower().startswith("<!doctype html")
     assert "Task Stream" in html
-    assert "block_mean" in html  # the mean's final task, from the task stream
+    assert "cell_mean" in html  # the mean's final task, from the task stream
     assert not re.search(r"<script[^>]+src=", html)  # bokeh inlined, no CDN
     assert [p.name for p in tmp_path.iterdir()] == ["run.html"]
 

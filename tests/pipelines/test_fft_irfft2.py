@@ -53,16 +53,18 @@ def test_a_half_spectrum_that_is_not_hermitian_reads_as_numpy_reads_it(cpu_clien
     np.testing.assert_allclose(written, expected, rtol=0, atol=1e-6)
 
 
-def test_every_mutation_of_an_irfft2_result_is_caught(cpu_client, tmp_path):
+@pytest.mark.parametrize("depth", ["fast", "full"])
+def test_every_mutation_of_an_irfft2_result_is_caught(cpu_client, tmp_path, depth):
     np.save(tmp_path / "X.npy", np.fft.rfft2(np.random.default_rng(3).standard_normal((40, 40))))
     spec, workload, raw = compute_as_runner(cpu_client, "fft-pipeline", real=True,
                                             inverse=True, input=str(tmp_path / "X.npy"),
                                             chunks=6)
-    assert verify_on(cpu_client, spec, workload, raw).ok
+    assert verify_on(cpu_client, spec, workload, raw, depth).ok
     for mutation in fft_check.MUTATIONS:
         if mutation.name == "the spectrum conjugated":
             continue  # the result is real: conjugating changes nothing
-        check = verify_on(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)))
+        check = verify_on(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)),
+                          depth)
         assert not check.ok, mutation.name
         assert mutation.names in check.detail, (mutation.name, check.detail)
 
@@ -113,3 +115,29 @@ def test_the_real_inverse_block_on_the_array_module_path(monkeypatch):
                                        real_length=n)
         assert out.shape == (5, n) and out.dtype == np.float32
         np.testing.assert_allclose(out, np.fft.irfft(rows, n=n, axis=1), rtol=0, atol=1e-6)
+
+
+def test_a_fault_in_irfft2s_last_stage_fails_both_depths(in_process_client, monkeypatch,
+                                                         tmp_path):
+    """One of ten row slabs of the result inverted with its twiddles 0.2 % off: both fail."""
+    from pipelines.fft import tasks as fft_blocks
+
+    np.save(tmp_path / "X.npy", np.fft.rfft2(np.random.default_rng(5).standard_normal((60, 60))))
+    params = {"real": True, "inverse": True, "input": str(tmp_path / "X.npy"), "chunks": 6}
+    spec, workload, raw = compute_as_runner(in_process_client, "fft-pipeline", **params)
+    for depth in ("fast", "full"):
+        assert verify_on(in_process_client, spec, workload, raw, depth).ok
+    inverse = fft_blocks.along_columns
+
+    def faulty(block, block_info=None, **kwargs):
+        if kwargs.get("real_length") and block_info[0]["chunk-location"][0] == 4:
+            twisted = block.copy()
+            twisted[:, 1::2] *= np.exp(1j * 0.002)
+            return inverse(twisted, **kwargs)
+        return inverse(block, **kwargs)
+
+    monkeypatch.setattr(fft_blocks, "along_columns", faulty)
+    spec, workload, raw = compute_as_runner(in_process_client, "fft-pipeline", **params)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok, f"{depth} missed it: {check.detail}"

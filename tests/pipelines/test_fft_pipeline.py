@@ -8,7 +8,7 @@ import time
 import dask
 import numpy as np
 import pytest
-from conftest import numpy_as_array_library, run_cli
+from conftest import compute_as_runner, numpy_as_array_library, run_cli, verify_on
 
 import daskgpu
 from daskgpu.errors import InputFileError, ParameterError
@@ -23,6 +23,7 @@ from pipelines.fft import tasks as fft_blocks
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 SPEC = daskgpu.get_pipeline("fft-pipeline")
+DEPTHS = ("fast", "full")
 
 
 def _stages(**params):
@@ -188,18 +189,17 @@ def test_a_complex_input_is_transformed_and_verified(cpu_client, tmp_path, dtype
     np.testing.assert_allclose(written, np.fft.fft2(x.astype(np.complex128)), rtol=0, atol=tol)
 
 
-def test_every_mutation_of_an_input_run_is_caught(cpu_client, tmp_path):
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_every_mutation_of_an_input_run_is_caught(cpu_client, tmp_path, depth):
     """Without planted peaks, the reported maximum is checked against its DFT sum."""
-    from conftest import compute_as_runner, verify_on
-
     rng = np.random.default_rng(10)
     np.save(tmp_path / "x.npy", rng.standard_normal((36, 36)) + 1j * rng.standard_normal((36, 36)))
     spec, workload, raw = compute_as_runner(cpu_client, "fft-pipeline",
                                             input=str(tmp_path / "x.npy"), chunks=10)
-    check = verify_on(cpu_client, spec, workload, raw)
+    check = verify_on(cpu_client, spec, workload, raw, depth)
     assert check.ok and "3 largest reported cells agree" in check.detail, check.detail
     for mutation in fft_check.MUTATIONS:
-        altered = verify_on(cpu_client, spec, workload, mutation.alter(raw))
+        altered = verify_on(cpu_client, spec, workload, mutation.alter(raw), depth)
         assert not altered.ok, mutation.name
         assert mutation.names in altered.detail, (mutation.name, altered.detail)
 
@@ -218,23 +218,26 @@ def test_a_written_spectrum_transforms_back_to_its_input(cpu_client, tmp_path):
     np.testing.assert_allclose(np.load(back), x, rtol=0, atol=1e-12)
 
 
-def test_a_wrong_spectrum_fails_verification(cpu_client, monkeypatch):
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_a_wrong_spectrum_fails_verification(cpu_client, depth):
     """A real fault in the computation (columns transformed the wrong way) is caught."""
-    from conftest import compute_as_runner, verify_on
-
     spec, workload, raw = compute_as_runner(cpu_client, "fft-pipeline", size=40, chunks=11,
                                             seed=3)
-    assert verify_on(cpu_client, spec, workload, raw).ok
+    assert verify_on(cpu_client, spec, workload, raw, depth).ok
+    forward = workload.resolved
     inverse = spec.resolve(cpu_client.backend, size=40, chunks=11, seed=3, inverse=True)
     sizes = fft_layout.layout(inverse)  # the same input, transformed the other way
+    certify = fft_stages.certificates(forward, fft_layout.layout(forward))  # as asked
     with dask.config.set(scheduler="sync"):
         x = fft_stages.input_array(inverse, sizes)
-        wrong = fft_stages.columns_transformed(fft_stages.transposed(
-            fft_stages.rows_transformed(x, inverse, sizes), sizes), inverse, sizes)
-        cells = fft_data.sampled_cells(40, sizes["col_chunks"][1], 3)
-        bad = dask.compute(fft_stages.reduced(wrong, inverse, cells))[0]
-    check = verify_on(cpu_client, spec, workload, bad)
-    assert not check.ok and "Parseval" in check.detail, check.detail
+        y = fft_stages.rows_transformed(x, inverse, sizes)
+        wrong = fft_stages.columns_transformed(fft_stages.transposed(y, sizes), inverse, sizes)
+        bad = dask.compute({**fft_stages.reduced(wrong, inverse, certify),
+                            "lines": fft_stages.input_lines(x, y, forward, sizes, certify)})[0]
+    check = verify_on(cpu_client, spec, workload, bad, depth)
+    # fast: the row transforms' certified values at the sampled cells' columns already differ
+    needle = "Parseval" if depth == "full" else "its transform at sampled cell"
+    assert not check.ok and needle in check.detail, check.detail
 
 
 def test_cli_json_run_of_the_half_spectrum_writes_zarr(tmp_path):
@@ -306,3 +309,216 @@ def test_flags_read_as_switches():
     with pytest.raises(ValueError):
         params.switch("2")
 
+
+
+# --- depth fast: the run's certificates, and faults injected into the computing functions ------
+
+def test_projection_transform_is_the_dft_of_the_weights_summed_directly():
+    for n, m, inverse in [(1, 1, False), (8, 8, False), (9, 5, False), (16, 9, True),
+                          (37, 37, True), (300, 151, False)]:
+        s = fft_data.projection_weights(n, m, 5)
+        sign = 1 if inverse else -1
+        c, v = np.arange(n)[:, None], np.arange(m)[None, :]
+        direct = (np.exp(sign * 2j * np.pi * ((c * v) % n) / n) * s).sum(axis=1)
+        b = fft_data.projection_transform(n, m, 5, inverse)
+        assert np.abs(b - direct).max() <= 1e-13 * max(1.0, np.abs(direct).max()), (n, m)
+        assert np.abs(s).max() <= 1 and np.linalg.norm(b) == pytest.approx(
+            np.sqrt(n) * np.linalg.norm(s), rel=1e-12)  # Parseval: b is W s
+
+
+def test_the_certificates_are_what_they_say(cpu_client):
+    """The input's rows times b, their transforms at the cells' columns, their squares, and
+    X s by block."""
+    spec, workload, raw = compute_as_runner(cpu_client, "fft-pipeline", size=37, chunks=10,
+                                            seed=4, real=True)
+    _, sizes, x, spectrum, _ = _stages(size=37, chunks=10, seed=4, real=True)
+    ctx = workload.context
+    s = fft_data.projection_weights(37, 19, ctx["check_seed"])
+    b = fft_data.projection_transform(37, 19, ctx["check_seed"], False)
+    rows, cols = fft_data.sampled_cells(37, ctx["col_chunks"], ctx["check_seed"])
+    lines = raw["lines"]
+    k = 1 + len(cols)
+    assert lines.shape == (37, 2 * k + 1)
+    products = lines[:, :k] + 1j * lines[:, k:2 * k]
+    np.testing.assert_allclose(products[:, 0], x @ b, rtol=1e-12)
+    waves = np.exp(-2j * np.pi * np.outer(np.arange(37), cols) / 37)
+    np.testing.assert_allclose(products[:, 1:], x @ waves, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(lines[:, -1], (x * x).sum(axis=1), rtol=1e-13)
+    parts = raw["result"]["projection_parts"]
+    assert parts.shape == (4, 37)  # one part of X s for each of the 4 column blocks
+    np.testing.assert_allclose(parts.sum(axis=0), spectrum @ s, rtol=1e-12)
+    check = verify_on(cpu_client, spec, workload, raw, "fast")
+    assert check.ok and check.depth == "fast", check.detail
+    assert "of 37 input rows checked again: a fault in at least 10 % of the input rows" \
+        in check.detail and "of 37 spectrum rows checked again" in check.detail
+
+
+def _certified(raw, lines=None, parts=None):
+    result = dict(raw["result"])
+    if parts is not None:
+        result["projection_parts"] = parts
+    return {**raw, "result": result, "lines": raw["lines"] if lines is None else lines}
+
+
+@pytest.mark.parametrize(("alter", "needle"), [
+    (lambda raw: _certified(raw, lines=raw["lines"][:-1]), "a block dropped"),
+    (lambda raw: _certified(raw, lines=raw["lines"] * (1 + 1e-9)), "input row"),
+    (lambda raw: _certified(raw, parts=raw["result"]["projection_parts"] * (1 + 1e-9)),
+     "projection X s"),
+    (lambda raw: _certified(raw, parts=raw["result"]["projection_parts"][:, :-1]),
+     "projection parts shaped"),
+], ids=["an input row dropped", "the input's certificates 1e-9 off",
+        "the projection 1e-9 off", "a projection part short"])
+def test_fast_fails_certificates_that_do_not_fit(cpu_client, alter, needle):
+    spec, workload, raw = compute_as_runner(cpu_client, "fft-pipeline", size=96, chunks=40,
+                                            seed=9)
+    assert verify_on(cpu_client, spec, workload, raw, "fast").ok
+    check = verify_on(cpu_client, spec, workload, alter(raw), "fast")
+    assert not check.ok and needle in check.detail, check.detail
+
+
+def test_the_certificates_on_the_array_module_path(monkeypatch):
+    """The run's certificates and the check's rows as on GPU workers, on NumPy stand-ins."""
+    numpy_as_array_library(monkeypatch, ("arange", "empty", "zeros", "exp", "asarray",
+                                         "einsum", "abs", "conj", "argpartition", "ones"))
+    rng = np.random.default_rng(1)
+    block = (rng.standard_normal((6, 16)) + 1j * rng.standard_normal((6, 16))).astype(
+        np.complex64)
+    b = fft_data.projection_transform(16, 16, 3, False)
+    cols = np.array([2, 9])
+    rows = np.fft.fft(block, axis=1)
+    got = fft_blocks.line_terms(block, rows, n=16, transform=b, cols=cols,
+                                library="xp_stand_in")
+    np.testing.assert_array_equal(got, fft_blocks.line_terms(block, rows, n=16, transform=b,
+                                                             cols=cols))
+    wide = block.astype(np.complex128)
+    np.testing.assert_allclose(got[:, 0] + 1j * got[:, 3], wide @ b, rtol=1e-12)
+    np.testing.assert_array_equal(got[:, 1:3] + 1j * got[:, 4:6], rows[:, cols])
+    np.testing.assert_allclose(got[:, 6], (np.abs(wide) ** 2).sum(axis=1), rtol=1e-12)
+    weights = fft_data.projection_weights(16, 16, 3)
+    where = {0: {"array-location": [(4, 10), (0, 16)]}}
+    width = fft_blocks.summary_width((6, 6, 4), 0, 16)
+    packed = fft_blocks.summary(block, where, "xp_stand_in", (), (), width, weights)
+    at = width - 4 * fft_data.TOP - 32
+    np.testing.assert_allclose(packed[0, at:at + 16] + 1j * packed[0, at + 16:at + 32],
+                               weights[4:10] @ block.astype(np.complex128), rtol=1e-12)
+    # the check's rows of generated data: the whole block drawn (CuPy cannot skip ahead)
+    ctx = {"n": 30, "real": False, "dtype": "complex128", "seed": 5, "source": None,
+           "library": "xp_stand_in", "row_chunks": (12, 12, 6)}
+    info = {None: {"array-location": [(12, 24), (0, 30)], "chunk-location": (1, 0)}}
+    drawn = fft_blocks.generated(info, n=30, seed=5, library="xp_stand_in")
+    across = np.exp(1j * rng.uniform(0, 6, (30, 3)))
+    again = fft_check_recompute.lines_again(ctx, 1, [2, 7], across)
+    np.testing.assert_allclose(again["products"], drawn[[2, 7]] @ across, rtol=1e-12)
+    np.testing.assert_allclose(again["squares"], (np.abs(drawn[[2, 7]]) ** 2).sum(axis=1))
+
+
+def test_the_checks_rows_skip_ahead_in_numpys_generator():
+    """NumPy's rows are drawn by advancing to each: the same values as the block drawn whole."""
+    ctx = {"n": 30, "real": True, "dtype": "complex128", "seed": 5, "source": None,
+           "library": "numpy", "row_chunks": (12, 12, 6)}
+    whole = fft_check_recompute.input_block(ctx, 1)
+    rows = fft_check_recompute._lines(ctx, 1, np.array([0, 5, 11]), np)
+    np.testing.assert_allclose(rows, whole[[0, 5, 11]], rtol=0, atol=1e-15)
+
+
+FAULTED = {"size": 100, "chunks": 10, "seed": 3}  # 10 row slabs, 10 column slabs
+FAULTY_BLOCK = 3  # the one slab (a tenth) a fault touches
+
+
+def _twiddle_off(transform):
+    def faulty(block, block_info=None, **kwargs):
+        out = transform(block, **kwargs)
+        if block_info[0]["chunk-location"][0] == FAULTY_BLOCK:
+            out = out.copy()
+            out[:, 1::2] *= np.exp(1j * 0.002)  # every other frequency's twiddle 0.2 % off
+        return out
+    return faulty
+
+
+def _column_slab_skipped(transform):
+    def faulty(block, block_info=None, **kwargs):
+        if block_info[0]["chunk-location"][0] == FAULTY_BLOCK:
+            return block.astype(kwargs.get("value_type", "complex128"))
+        return transform(block, **kwargs)
+    return faulty
+
+
+def _piece_not_transposed(cut):
+    def faulty(block, c0=0, c1=1, library="numpy"):
+        if c0 == 10 * FAULTY_BLOCK:  # every piece of one column slab
+            return np.ascontiguousarray(block[:, c0:c1])
+        return cut(block, c0, c1, library)
+    return faulty
+
+
+def _pieces_swapped(join):
+    def faulty(pieces, library="numpy"):
+        if len(pieces) > 2 and pieces[0].shape == pieces[1].shape and faulty.calls == 0:
+            faulty.calls += 1  # one column slab joins two of its pieces in the wrong order
+            pieces = [pieces[1], pieces[0], *pieces[2:]]
+        return join(pieces, library)
+    faulty.calls = 0
+    return faulty
+
+
+def _squares_off(summarise):
+    def faulty(block, block_info=None, **kwargs):
+        out = summarise(block, block_info, **kwargs)
+        if block_info[0]["chunk-location"][0] == FAULTY_BLOCK:
+            out[0, :block.shape[0]] *= 1.001  # a column block's energies 0.1 % off
+        return out
+    return faulty
+
+
+def _input_block_off(draw):
+    def faulty(block_info=None, **kwargs):
+        out = draw(block_info, **kwargs)
+        if block_info[None]["chunk-location"][0] == FAULTY_BLOCK:
+            out = out * 1.001  # one row block of the input drawn 0.1 % too large
+        return out
+    return faulty
+
+
+# What each fault replaces in pipelines.fft.tasks, and the wrapper that breaks it.
+FAULTS = {
+    "a wrong twiddle in a tenth of the row slabs": ("along_rows", _twiddle_off),
+    "a wrong twiddle in a tenth of the column slabs": ("along_columns", _twiddle_off),
+    "a column slab skipped": ("along_columns", _column_slab_skipped),
+    "the transposed pieces of one column slab not transposed": ("piece",
+                                                                _piece_not_transposed),
+    "two pieces of the transpose swapped": ("joined", _pieces_swapped),
+    "a column block's squares 0.1 % off": ("summary", _squares_off),
+    "a tenth of the input drawn 0.1 % off": ("generated", _input_block_off),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_fault_in_the_computation_fails_both_depths(in_process_client, monkeypatch, fault):
+    """Faults injected into the tasks themselves (threads of this process run them)."""
+    spec, workload, raw = compute_as_runner(in_process_client, "fft-pipeline", **FAULTED)
+    for depth in DEPTHS:
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert check.ok, (depth, check.detail)
+    name, breaking = FAULTS[fault]
+    monkeypatch.setattr(fft_blocks, name, breaking(getattr(fft_blocks, name)))
+    spec, workload, raw = compute_as_runner(in_process_client, "fft-pipeline", **FAULTED)
+    for depth in DEPTHS:
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok, f"{depth} missed it: {check.detail}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", [{"size": 96, "chunks": 40, "seed": 9},
+                                    {"size": 64, "chunks": 16, "seed": 2, "real": True},
+                                    {"size": 48, "chunks": 13, "seed": 2, "inverse": True}])
+def test_on_gpu_workers_both_depths_verify_and_catch_a_mutation(params):
+    with daskgpu.cluster(gpus="0", dashboard=False) as session:
+        assert session.backend.is_gpu
+        spec, workload, raw = compute_as_runner(session, "fft-pipeline", **params)
+        assert isinstance(raw["lines"], np.ndarray)
+        for depth in DEPTHS:
+            check = verify_on(session, spec, workload, raw, depth)
+            assert check.ok and check.depth == depth, check.detail
+            moved = fft_check.MUTATIONS[0].alter(raw)
+            assert not verify_on(session, spec, workload, moved, depth).ok

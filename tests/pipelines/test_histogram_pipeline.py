@@ -9,16 +9,18 @@ import math
 import mmap
 import tracemalloc
 
+import dask
 import numpy as np
 import pytest
-from conftest import compute_as_runner, run_cli, verify_on
+from conftest import compute_as_runner, numpy_as_array_library, run_cli, verify_on
 
 import daskgpu
-from daskgpu.data import array_input
+from daskgpu.data import array_input, synthetic
 from daskgpu.errors import InputFileError, ParameterError
 from daskgpu.toolkit.backends import Backend
 from pipelines.histogram import check as histogram_check
 from pipelines.histogram import pipeline as histogram_pipeline
+from pipelines.histogram import shared as histogram_shared
 from pipelines.histogram import tasks as histogram_tasks
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
@@ -86,23 +88,25 @@ def _computed(session, **params):
 
 
 _verify = verify_on
+DEPTHS = ("fast", "full")
 
 
-def test_an_altered_histogram_of_an_input_fails_verification(cpu_client, tmp_path):
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_an_altered_histogram_of_an_input_fails_verification(cpu_client, tmp_path, depth):
     values = np.random.default_rng(5).standard_normal((600, 50))
     values[::97, 3] = np.nan
     path = tmp_path / "n.npy"
     np.save(path, values)
     spec, workload, raw = _computed(cpu_client, input=str(path), bins=12, chunks="3000")
-    check = _verify(cpu_client, spec, workload, raw)
+    check = _verify(cpu_client, spec, workload, raw, depth)
     assert check.ok and "numpy.histogram" in check.detail, check.detail
     assert "chi-square" not in check.detail  # no distribution to test an input against
     for mutation in spec.mutations:
-        altered = _verify(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)))
+        altered = _verify(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)), depth)
         assert not altered.ok and mutation.names in altered.detail, (mutation.name, altered)
     wrong_nan = dict(raw, histograms=raw["histograms"].copy())
     wrong_nan["histograms"][0, -1] -= 1
-    assert "NaN: " in _verify(cpu_client, spec, workload, wrong_nan).detail
+    assert "NaN: " in _verify(cpu_client, spec, workload, wrong_nan, depth).detail
 
 
 def test_a_wrong_kernel_count_in_a_sampled_block_is_named(cpu_client):
@@ -115,25 +119,132 @@ def test_a_wrong_kernel_count_in_a_sampled_block_is_named(cpu_client):
     assert f"block {block}: bin 4: " in check.detail and "by the kernel" in check.detail
 
 
-def test_a_wrong_default_range_is_caught(cpu_client):
-    spec, workload, raw = _computed(cpu_client, values=20_000, chunks="4000", bins=10, seed=2)
+def test_a_wrong_count_in_a_checked_cell_is_named_at_the_fast_depth(cpu_client):
+    spec, workload, raw = _computed(cpu_client, values=200_000, chunks="50000", bins=10, seed=2)
+    planted = dict(raw, cells=raw["cells"].copy())
+    planted["cells"][-1, 4] += 1  # the last checked cell's own counts
+    check = _verify(cpu_client, spec, workload, planted, "fast")
+    last = len(raw["cells"]) - 1
+    assert not check.ok and f"cell {last} (block 3, rows " in check.detail, check.detail
+    assert "bin 4: " in check.detail and "by the kernel" in check.detail
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+@pytest.mark.parametrize("distribution", ["uniform", "normal"])
+def test_a_wrong_default_range_is_caught(cpu_client, depth, distribution):
+    spec, workload, raw = _computed(cpu_client, values=20_000, chunks="4000", bins=10, seed=2,
+                                    distribution=distribution)
     workload.context["lo"] -= 0.01  # as if the first pass had found a smaller minimum
-    check = _verify(cpu_client, spec, workload, raw)
+    check = _verify(cpu_client, spec, workload, raw, depth)
     assert not check.ok and "range: " in check.detail and "finite min and max" in check.detail
 
 
-def test_a_tampered_output_file_is_caught(cpu_client, tmp_path):
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_a_tampered_output_file_is_caught(cpu_client, tmp_path, depth):
     target = tmp_path / "h.csv"
     spec, workload, raw = _computed(cpu_client, values=20_000, chunks="4000", bins=6, seed=3,
                                     output=str(target))
-    workload.save(workload, workload.present(workload, raw))
-    assert _verify(cpu_client, spec, workload, raw).ok
+    workload.save(workload, workload.present(workload, raw), str(target))
+    assert _verify(cpu_client, spec, workload, raw, depth).ok
     lines = target.read_text().splitlines()
     left, right, count = lines[2].split(",")
     lines[2] = ",".join([left, right, str(int(count) + 1)])
     target.write_text("\n".join(lines) + "\n")
-    check = _verify(cpu_client, spec, workload, raw)
+    check = _verify(cpu_client, spec, workload, raw, depth)
     assert not check.ok and f"--output {target}: bin 1: " in check.detail, check.detail
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("distribution", ["uniform", "normal"])
+def test_blocks_drawn_in_runs_are_the_librarys_and_their_cells_are_drawn_again(distribution,
+                                                                            dtype):
+    """The run's own draw (noting the generator's state at the checked cells) gives the values
+    the library draws; the check draws each checked cell again, alone, from its block's seed
+    (uniform: the generator advanced; normal: from the noted state, shown on the stream)."""
+    workload = daskgpu.get_pipeline("histogram-pipeline").workload(
+        CPU2, values=300_001, chunks="100000", bins=8, seed=7, distribution=distribution,
+        dtype=dtype)
+    ctx = workload.context
+    library = synthetic.random_array((300_001,), (100_000,), dtype, 7, CPU2, distribution)
+    cells = histogram_check._checked_cells(ctx)
+    assert len(cells) >= len(histogram_check._fast_cells(ctx)[1]) > 10
+    states, blocks = [], []
+    for number, count in enumerate((100_000, 100_000, 100_000, 1)):
+        firsts = [first for block, first, _ in cells if block == number]
+        values, noted = histogram_tasks.draw_block(7, number, count, dtype, distribution, firsts)
+        np.testing.assert_array_equal(values, library.blocks[number].compute(scheduler="sync"))
+        states.append(noted)
+        blocks.append(values)
+    raw = {"states": np.concatenate(states)}
+    for (block, first, stop), drawn in zip(cells, histogram_check._cell_values(ctx, raw, cells),
+                                           strict=True):
+        np.testing.assert_array_equal(drawn, blocks[block][first:stop])
+
+
+def test_a_noted_state_off_the_blocks_stream_is_refused(cpu_client):
+    spec, workload, raw = _computed(cpu_client, values=200_000, chunks="50000", bins=10, seed=2,
+                                    distribution="normal")
+    assert _verify(cpu_client, spec, workload, raw, "fast").ok
+    for word, message in ((1, "draws into the block's stream"), (3, "not on this block's")):
+        altered = dict(raw, states=raw["states"].copy())
+        altered["states"][-1, word] += np.uint64(2)  # the state (or increment) moved
+        check = _verify(cpu_client, spec, workload, altered, "fast")
+        assert not check.ok and message in check.detail, check.detail
+
+
+def test_pcg64_distance_counts_the_steps_between_two_states():
+    bits = np.random.PCG64(np.random.SeedSequence(3, spawn_key=(1,)))
+    start = bits.state["state"]
+    for steps in (0, 1, 2, 12_345, 2**40 + 7):
+        moved = np.random.PCG64(np.random.SeedSequence(3, spawn_key=(1,)))
+        moved.advance(steps)
+        assert histogram_check._pcg64_distance(start["state"], moved.state["state"]["state"],
+                                               start["inc"]) == steps
+
+
+def test_the_rows_are_added_by_a_tree_that_keeps_the_sampled_blocks_rows(monkeypatch):
+    monkeypatch.setattr(histogram_tasks, "MAX_FAN_IN", 3)  # 10 blocks: 4, then 2, then 1 step
+    with dask.config.set(scheduler="sync"):
+        workload = daskgpu.get_pipeline("histogram-pipeline").workload(
+            CPU2, values=100_000, chunks="10000", bins=8, seed=3)
+        (raw,) = dask.compute(workload.collection)
+    steps = [key for key in dict(workload.collection.dask) if key.startswith("added")]
+    assert len(steps) == 4 + 2 + 1
+    values = synthetic.random_array((100_000,), (10_000,), "float64", 3, CPU2).compute(
+        scheduler="sync")
+    lo, hi = workload.context["lo"], workload.context["hi"]
+    np.testing.assert_array_equal(raw["histograms"][0, :8], np.histogram(values, 8, (lo, hi))[0])
+    for row, location in zip(raw["histograms"][1:], workload.context["sampled"], strict=True):
+        block = values[location[0] * 10_000:(location[0] + 1) * 10_000]
+        np.testing.assert_array_equal(row[:8], np.histogram(block, 8, (lo, hi))[0])
+    assert raw["blocks"][:, 0].tolist() == [10_000] * 10
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_more_bins_than_a_cell_fills_checks_whole_blocks(cpu_client, depth):
+    bins = histogram_shared.MAX_CELL_BINS + 1
+    spec, workload, raw = _computed(cpu_client, values=120_000, chunks="30000", bins=bins,
+                                    seed=5)
+    assert raw["cells"].shape == (0, bins + 1)
+    check = _verify(cpu_client, spec, workload, raw, depth)
+    assert check.ok, check.detail
+    if depth == "fast":
+        assert "all 4 blocks checked again" in check.detail, check.detail
+    for mutation in spec.mutations:
+        altered = _verify(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)), depth)
+        assert not altered.ok and mutation.names in altered.detail, (mutation.name, altered)
+
+
+def test_fingerprints_add_up_and_tell_rows_apart():
+    weights = histogram_shared.fingerprint_weights(257, 11)
+    assert len(set(weights.tolist())) == 257 and all(w % 2 for w in weights.tolist())
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 10**6, 257), rng.integers(0, 10**6, 257)
+    added = histogram_shared.fingerprint(a, weights) + histogram_shared.fingerprint(b, weights)
+    assert added % 2**64 == histogram_shared.fingerprint(a + b, weights) % 2**64
+    for moved in (a[::-1], np.roll(a, 1), a + np.eye(257, dtype=a.dtype)[3]):
+        assert histogram_shared.fingerprint(moved, weights) != histogram_shared.fingerprint(
+            a, weights)
 
 
 @pytest.mark.parametrize("distribution", ["uniform", "normal"])
@@ -283,13 +394,187 @@ def test_npy_blocks_reach_the_kernel_as_views_of_the_mapped_file(tmp_path):
     np.testing.assert_array_equal(counts[:16], np.histogram(block, 16, (0.0, 1.0))[0])
 
 
+def test_the_timed_graph_draws_and_bins_every_block_once(monkeypatch):
+    """Its rows and its certificates come from one task a block (none fused twice)."""
+    calls = []
+    original = histogram_tasks.drawn_block_rows
+
+    def counted(seed, number, *args):
+        calls.append(number)
+        return original(seed, number, *args)
+
+    monkeypatch.setattr(histogram_tasks, "drawn_block_rows", counted)
+    with dask.config.set(scheduler="sync"):
+        workload = daskgpu.get_pipeline("histogram-pipeline").workload(
+            CPU2, values=40_000, chunks="10000", bins=8, seed=3)
+        (raw,) = dask.compute(workload.collection)
+    assert sorted(calls) == [0, 1, 2, 3]
+    assert raw["blocks"].shape == (4, 3) and raw["cells"].shape == (4, 9)
+
+
 def test_the_timed_collection_holds_only_the_histograms(cpu_client, tmp_path):
     path = tmp_path / "c.npy"
     np.save(path, np.random.default_rng(8).random(40_000))
     spec, workload, raw = _computed(cpu_client, input=str(path), bins=8, range=(0, 1),
                                     chunks="10000")
-    assert list(workload.collection) == ["histograms"]
-    layers = workload.collection["histograms"].dask.layers
-    # read, kernel per block, the sum over blocks, the sampled rows: no check's own pass
-    assert not any("isfinite" in name or "isnan" in name for name in layers), list(layers)
-    assert raw["histograms"].shape == (4, 9)
+    assert sorted(raw) == ["blocks", "cells", "histograms", "states"]
+    layers = workload.collection.dask.layers
+    # read, kernel per block, the sum over blocks, the sampled rows and the certificates:
+    # no check's own pass
+    assert not any("isfinite" in name or "isnan" in name or "numpy" in name
+                   for name in layers), list(layers)
+    assert raw["histograms"].shape == (4, 9) and raw["blocks"].shape == (4, 3)
+    assert raw["cells"].shape == (4, 9) and raw["states"].shape == (0, 6)
+
+
+# ------------------------------------------------------------------ the GPU branch on CPU
+
+
+def test_gpu_branch_bins_a_seeded_sample_of_blocks_with_the_named_library(monkeypatch):
+    """Random data drawn by CuPy: no cells (its generator cannot start inside a block), so the
+    fast depth bins a seeded sample of whole blocks again, where they are, with the blocks'
+    own library's histogram (CuPy's, with NumPy's edges, NaN left out)."""
+    xp = numpy_as_array_library(monkeypatch, ("histogram", "asarray"))
+    calls = []
+    histogram = xp.histogram
+
+    def recorded(values, bins):
+        calls.append(values.size)
+        assert isinstance(bins, np.ndarray)  # NumPy's edges, not CuPy's linspace
+        return histogram(values, bins=bins)
+
+    xp.histogram = recorded
+    device = Backend("gpu", "xp_stand_in", "pandas", workers=1, threads=1)
+    spec = daskgpu.get_pipeline("histogram-pipeline")
+    with dask.config.set(scheduler="sync"):  # the first pass too: in this process
+        workload = spec.workload(device, values=60_000, chunks="5000", bins=16, seed=2)
+        (raw,) = dask.compute(workload.collection)
+        check = spec.check(workload, raw, "fast")
+        binned = len(calls)
+        altered = spec.check(workload, spec.mutations[0].alter(copy.deepcopy(raw)), "fast")
+    assert raw["cells"].shape == (0, 17) and raw["states"].shape == (0, 6)
+    assert check.ok, check.detail
+    sampled = histogram_check._fast_blocks(workload.context)[1]
+    extremes = {block for block, _ in workload.context["extremes"]}
+    assert binned == len(set(sampled) | extremes) >= len(sampled) == 11
+    assert f"{len(sampled)} of 12 blocks checked again" in check.detail, check.detail
+    assert not altered.ok and "bin" in altered.detail
+    assert len(xp.seeds) >= 12  # the blocks drawn with integer seeds, as CuPy's generator
+    values = np.array([0.5, np.nan, 0.25, 1.0])
+    line, picked = histogram_check.block_line(values, (0.0, 1.0, np.linspace(0, 1, 5)),
+                                              np.ones(5, np.uint64), "xp_stand_in", [3])
+    assert line[:2] == [3, 1] and picked == [1.0]
+
+
+@pytest.mark.gpu
+def test_fast_on_gpu_workers_bins_sampled_blocks_again_on_the_devices():
+    with daskgpu.cluster(gpus="0", dashboard=False) as session:
+        result = daskgpu.run("histogram-pipeline", session, values=4_000_000, chunks=500_000,
+                             seed=3, verify="fast")
+        assert result.verified and result.backend == "gpu", result.verification
+        assert "of 8 blocks checked again" in result.verification, result.verification
+        spec, workload, raw = compute_as_runner(session, "histogram-pipeline",
+                                                values=4_000_000, chunks=500_000, seed=3)
+        for mutation in spec.mutations:
+            check = verify_on(session, spec, workload, mutation.alter(copy.deepcopy(raw)),
+                              "fast")
+            assert not check.ok and mutation.names in check.detail, check.detail
+
+
+# ------------------------------------------------------------------ faults in the run itself
+# Each fault is put into the run's own functions (workers are threads of this process), on at
+# least a tenth of the blocks; both depths must fail the run. 400 000 values in 8 blocks, 32
+# bins: 32 cells, of which the fast depth checks a seeded sample.
+
+FAULT_CASE = {"values": 400_000, "chunks": "50000", "bins": 32, "seed": 4}
+SOME_BLOCKS = {2, 5}  # a quarter of them
+
+
+@pytest.fixture
+def faulty_run(in_process_client):
+    """Compute ``FAULT_CASE`` (updated by ``params``) on in-process workers; both checks."""
+    def run(**params):
+        spec, workload, raw = compute_as_runner(in_process_client, "histogram-pipeline",
+                                                **{**FAULT_CASE, **params})
+        return {depth: verify_on(in_process_client, spec, workload, raw, depth)
+                for depth in DEPTHS}
+    return run
+
+
+@pytest.mark.parametrize("distribution", ["uniform", "normal"])
+def test_the_unfaulted_run_verifies_at_both_depths(faulty_run, distribution):
+    checks = faulty_run(distribution=distribution)
+    assert all(check.ok for check in checks.values()), checks
+
+
+@pytest.mark.parametrize("distribution", ["uniform", "normal"])
+def test_bins_a_tenth_of_a_percent_too_wide_in_some_blocks_fail_both_depths(faulty_run,
+                                                                             monkeypatch,
+                                                                             distribution):
+    """A quarter of the blocks are binned with a width 0.1 % too large (a bin index off by
+    one for the values near the top of each bin, more so towards the last bin)."""
+    original = histogram_tasks.drawn_block_rows
+
+    def wide(seed, number, count, dtype, distribution, lo, hi, *rest):
+        if number in SOME_BLOCKS:
+            hi = hi + 0.001 * (hi - lo)
+        return original(seed, number, count, dtype, distribution, lo, hi, *rest)
+
+    monkeypatch.setattr(histogram_tasks, "drawn_block_rows", wide)
+    checks = faulty_run(distribution=distribution)
+    assert not checks["fast"].ok and "by the kernel, numpy.histogram" in checks["fast"].detail
+    assert not checks["full"].ok and "bin " in checks["full"].detail, checks["full"].detail
+
+
+def test_a_kernel_that_skips_the_end_of_some_blocks_fails_both_depths(faulty_run, monkeypatch):
+    """A quarter of the blocks leave their last tenth unbinned."""
+    original = histogram_tasks.block_rows
+
+    def skipping(values, lo, hi, bins, cuts, weights):
+        if values.shape[0] == 50_000 and values[0] in skipped:
+            values = values[:45_000]
+        return original(values, lo, hi, bins, cuts, weights)
+
+    skipped = {float(histogram_tasks.draw_block(4, n, 50_000, "float64", "uniform", [])[0][0])
+               for n in SOME_BLOCKS}
+    monkeypatch.setattr(histogram_tasks, "block_rows", skipping)
+    checks = faulty_run()
+    assert not checks["fast"].ok and "total: block 2 counts 45000 of its 50000" in (
+        checks["fast"].detail), checks["fast"].detail
+    assert not checks["full"].ok and "total: " in checks["full"].detail, checks["full"].detail
+
+
+@pytest.mark.parametrize("distribution", ["uniform", "normal"])
+def test_blocks_drawn_from_another_stream_fail_both_depths(faulty_run, monkeypatch,
+                                                           distribution):
+    """A quarter of the blocks bin the values of another seed: a histogram of the wrong data,
+    each count plausible (normal data: the states noted lie on another stream)."""
+    original = histogram_tasks.draw_block
+
+    def misplaced(seed, number, *args):
+        return original(seed, number + 1000 if number in SOME_BLOCKS else number, *args)
+
+    monkeypatch.setattr(histogram_tasks, "draw_block", misplaced)
+    checks = faulty_run(distribution=distribution)
+    expected = "numpy.histogram" if distribution == "uniform" else "not on this block's stream"
+    assert not checks["fast"].ok and expected in checks["fast"].detail, checks["fast"].detail
+    assert not checks["full"].ok and "bin " in checks["full"].detail, checks["full"].detail
+
+
+def test_an_input_binned_with_a_shifted_range_fails_both_depths(faulty_run, monkeypatch,
+                                                               tmp_path):
+    """Every call of the kernel on an input bins with its range 0.2 % of a width too low."""
+    values = np.random.default_rng(6).standard_normal((4_000, 50))
+    path = tmp_path / "in.npy"
+    np.save(path, values)
+    original = histogram_tasks.kernel_counts
+
+    def shifted(values, lo, hi, bins):
+        step = 0.002 * (hi - lo) / bins
+        return original(values, lo - step, hi - step, bins)
+
+    monkeypatch.setattr(histogram_tasks, "kernel_counts", shifted)
+    checks = faulty_run(input=str(path), chunks="1000", values=None, seed=None, range=(-2, 2))
+    for check in checks.values():
+        assert not check.ok and "by the kernel" in check.detail or "counted" in check.detail
+    assert "by the kernel, numpy.histogram" in checks["fast"].detail, checks["fast"].detail

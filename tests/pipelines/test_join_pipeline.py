@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from dataclasses import replace
 
@@ -17,9 +18,11 @@ import daskgpu
 import pipelines.join.pipeline as jp
 from daskgpu.errors import ParameterError
 from daskgpu.toolkit.backends import Backend, scheduler_workers
+from pipelines.join import check_cells
 from pipelines.join import strategy as join_strategy
 from pipelines.join import tasks as join_tasks
 from pipelines.join.check import lookup_totals
+from pipelines.join.shared import BLOCK_ROWS, CELL_ROWS
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 ROWS = 200_000
@@ -196,7 +199,7 @@ def altered(raw, group, column, change):
 def test_timed_compute_holds_only_the_reported_value():
     spec = daskgpu.get_pipeline("join-pipeline")
     workload = spec.workload(CPU2, rows=ROWS, partitions=5, seed=4)
-    assert set(workload.collection) == {"joined_rows", "aggregate"}
+    assert set(workload.collection) == {"joined_rows", "aggregate", "cells"}  # + certificates
 
 
 def test_verification_catches_small_changes_of_any_aggregate(cpu_client):
@@ -398,3 +401,199 @@ def test_worker_memory_is_read_from_the_cluster(cpu_client):
     with dask.config.set(scheduler=cpu_client.client):  # as the runner builds graphs
         assert join_strategy.worker_memory(CPU2) == memory
     assert join_strategy.worker_memory(CPU2).source == "host memory per worker"  # no cluster
+
+
+# --- the fast depth: cell certificates, every block's count, faults in the computation --------
+
+FAST = {"rows": 2_000_000, "partitions": 4, "seed": 7}  # 489 cells of 4096 left rows, 62 drawn
+DEPTHS = ("fast", "full")
+
+
+def _both(session, spec, workload, raw) -> dict:
+    return {depth: check(session, spec, workload, raw, depth) for depth in DEPTHS}
+
+
+@pytest.mark.parametrize("broadcast", ["auto", "false"])
+def test_the_fast_depth_draws_cells_and_says_what_it_promises(in_process_client, broadcast):
+    spec, workload, raw = computed(in_process_client, broadcast=broadcast, **FAST)
+    checks = _both(in_process_client, spec, workload, raw)
+    assert all(c.ok for c in checks.values()), {d: c.detail for d, c in checks.items()}
+    assert ("62 of 489 cells checked again: a fault in at least 10 % of the cells is caught "
+            "with probability at least 99.9 %") in checks["fast"].detail
+    assert "each block's joined rows equal its definition's" in checks["fast"].detail
+    totals, problems = check_cells.certified(raw["cells"], 489)
+    assert not problems and totals["count"].sum() == 600_000
+
+
+def test_certified_cells_equal_a_merge_of_the_tables():
+    """The run's per-cell sums, on one process: a pandas merge of each cell's rows."""
+    rows, match, seed = 300_000, 0.3, 3
+    spec = daskgpu.get_pipeline("join-pipeline")
+    workload = spec.workload(CPU2, rows=rows, match=match, partitions=3, seed=seed)
+    with dask.config.set(scheduler="sync"):
+        raw = dask.compute(workload.collection)[0]
+    totals, _ = check_cells.certified(raw["cells"], check_cells.cell_count(rows))
+    left, right = pandas_tables(rows, match, seed)
+    joined = left.reset_index().merge(right, on="key")
+    cell = (joined["index"] // CELL_ROWS) * jp.GROUPS + joined["key"] % jp.GROUPS
+    size = totals["count"].size
+    np.testing.assert_array_equal(totals["count"].ravel(), np.bincount(cell, minlength=size))
+    np.testing.assert_allclose(totals["sum_y"].ravel(),
+                               np.bincount(cell, weights=joined["y"], minlength=size),
+                               rtol=1e-12)
+    assert check_cells.count_differences(totals, rows, round(match * rows)) == []
+    block = np.arange(len(totals["count"])) * CELL_ROWS // BLOCK_ROWS
+    np.testing.assert_array_equal(
+        np.bincount(block, weights=totals["count"].sum(axis=1)),
+        check_cells.defined_counts(rows, round(match * rows)))
+
+
+def _faulty_probe(monkeypatch, change):
+    """``_probe`` (the broadcast join of one left partition) changed by ``change``."""
+    real = join_tasks._probe
+    monkeypatch.setattr(join_tasks, "_probe", lambda left, keyed: change(real(left, keyed)))
+
+
+def _y_high_in_first_rows(joined):
+    """y 0.1 % high for the partners of each partition's first 200000 rows (two fifths of the
+    cells)."""
+    y = joined["y"].to_numpy().copy()
+    y[joined.index.to_numpy() < 200_000] *= 1.001
+    return joined.assign(y=y)
+
+
+def _partner_shifted(joined):
+    """The partners' y moved by one row in the partitions whose first joined x is below 0.5."""
+    if len(joined) and joined["x"].iloc[0] < 0.5:
+        return joined.assign(y=np.roll(joined["y"].to_numpy(), 1))
+    return joined
+
+
+def _rows_lost(joined):
+    """The last 30 joined rows of each partition lost."""
+    return joined.iloc[:-30]
+
+
+@pytest.mark.parametrize(("change", "seen"), [
+    (_y_high_in_first_rows, "drawn again"), (_partner_shifted, "drawn again"),
+    (_rows_lost, "other joined rows than their definition")],
+    ids=["y 0.1 % high on two fifths of the cells",
+         "partners misplaced by one row in some partitions",
+         "a probe losing 30 rows per partition"])
+def test_a_join_fault_fails_both_depths(in_process_client, monkeypatch, change, seen):
+    _faulty_probe(monkeypatch, change)
+    spec, workload, raw = computed(in_process_client, **FAST)
+    checks = _both(in_process_client, spec, workload, raw)
+    assert not checks["full"].ok and not checks["fast"].ok, {d: c.detail for d, c in
+                                                             checks.items()}
+    assert seen in checks["fast"].detail, checks["fast"].detail
+
+
+def test_an_aggregate_off_by_a_twentieth_percent_fails_both_depths(in_process_client,
+                                                                   monkeypatch):
+    """The aggregate's sums of x*y 0.05 % high in every group."""
+    real = join_tasks.aggregate
+
+    def high(joined):
+        table = real(joined)
+        return table.assign(xy=table["xy"] * 1.0005)
+
+    monkeypatch.setattr(join_tasks, "aggregate", high)
+    spec, workload, raw = computed(in_process_client, **FAST)
+    checks = _both(in_process_client, spec, workload, raw)
+    assert not checks["full"].ok and not checks["fast"].ok
+    assert "sum_xy" in checks["fast"].detail and "vs cells" in checks["fast"].detail
+
+
+def test_a_shuffle_join_losing_rows_fails_both_depths(in_process_client, monkeypatch):
+    """A hash-shuffled merge that drops the joined rows of keys 0..9999 (a few per block)."""
+    real = pd.DataFrame.merge
+
+    def merge(self, *args, **kwargs):
+        joined = real(self, *args, **kwargs)
+        return joined[joined["key"] >= 10_000] if "y" in joined and "x" in joined else joined
+
+    monkeypatch.setattr(pd.DataFrame, "merge", merge)
+    spec, workload, raw = computed(in_process_client, broadcast="false", **FAST)
+    checks = _both(in_process_client, spec, workload, raw)
+    assert not checks["full"].ok and not checks["fast"].ok
+    assert "other joined rows than their definition" in checks["fast"].detail
+
+
+def test_redrawn_cells_compute_with_the_array_library_named(monkeypatch):
+    """The sample's lookups and sums go through the library the workers compute with (CuPy on
+    GPU workers; a NumPy stand-in here) and give the NumPy answer."""
+    from conftest import numpy_as_array_library
+
+    names = ("asarray", "bincount")
+    module = numpy_as_array_library(monkeypatch, names)
+    calls = Counter()
+    for name in names:
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: (
+            calls.update([_name]), _real(*a, **k))[1])
+    sizes = {"rows": 300_000, "right_rows": 30_000, "matched": 90_000}
+    cells = list(range(16)) + [50]  # the first block's cells, and one of the fourth block
+    got = check_cells.redrawn_cells(cells, sizes, 5, "xp_stand_in")
+    want = check_cells.redrawn_cells(cells, sizes, 5, "numpy")
+    assert calls["asarray"] == 1 + 2 * 17 and calls["bincount"] == 3 * 17
+    for c in cells:
+        for a, w in zip(got[c], want[c], strict=True):
+            np.testing.assert_array_equal(a, w)
+    assert sum(got[c][0].sum() for c in range(16)) == check_cells.defined_counts(
+        300_000, 90_000)[0]
+
+
+def test_cell_sums_of_device_partitions_stay_on_the_device_until_small(monkeypatch):
+    """The run's certificates of a cuDF partition: arrays from its columns (``.values``), the
+    bincounts in their library, and only the non-empty cells copied to the host."""
+    from conftest import numpy_as_array_library
+
+    module = numpy_as_array_library(monkeypatch, ("arange", "bincount", "flatnonzero",
+                                                  "int64"))
+
+    class DeviceArray(np.ndarray):
+        pass
+
+    DeviceArray.__module__ = "xp_stand_in"
+
+    class Column:
+        def __init__(self, values):
+            self.values = np.asarray(values).view(DeviceArray)
+
+        def to_pandas(self):
+            return pd.Series(self.values)
+
+    class Frame:
+        def __init__(self, frame):
+            self.frame = frame
+            self.columns = frame.columns
+
+        def __len__(self):
+            return len(self.frame)
+
+        def __getitem__(self, name):
+            return Column(self.frame[name].to_numpy())
+
+        def to_pandas(self):
+            return self.frame
+
+    joined = pd.DataFrame({"key": [1, 17, 2, 5], "x": [0.5, 0.25, 1.0, 2.0],
+                           "y": [2.0, 4.0, 1.0, 0.5], "row": [0, 1, 2 * CELL_ROWS, 3]})
+    got = join_tasks._cell_sums(Frame(joined), (0,))
+    assert module is sys.modules["xp_stand_in"]
+    assert got.to_dict("list") == {"cell": [0, 0, 2], "group": [1, 5, 2], "count": [2, 1, 1],
+                                   "sum_xy": [2.0, 1.0, 1.0], "sum_y": [6.0, 0.5, 1.0]}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_on_cudf_workers_both_depths_verify_and_catch_a_mutation(depth):
+    pytest.importorskip("cudf")
+    with daskgpu.cluster(gpus="0", dashboard=False) as session:
+        spec, workload, raw = computed(session, rows=1_000_000, seed=4)
+        assert session.backend.is_gpu
+        assert check(session, spec, workload, raw, depth).ok
+        mutation = spec.mutations[0]
+        found = check(session, spec, workload, mutation.alter(raw), depth)
+        assert not found.ok and mutation.names in found.detail

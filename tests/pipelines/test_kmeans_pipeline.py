@@ -115,17 +115,20 @@ def test_the_run_verifies_and_finds_the_blobs(cpu_client, small_run):
     assert "every blob seeded by one initial centroid" in check.detail
 
 
-def test_a_wrong_seed_or_tol_in_the_run_fails_verification(cpu_client, small_run):
+@pytest.mark.parametrize("depth", ["fast", "full"])
+def test_a_wrong_seed_or_tol_in_the_run_fails_verification(cpu_client, small_run, depth):
     """The check recomputes from the parameters, not from the run's own numbers."""
     spec, workload, raw = small_run
     for change, word in (({"seed": SMALL["seed"] + 1}, "initial"), ({"tol": 1e9}, "tol")):
         workload.context.update(change)
         try:
-            check = verify_on(cpu_client, spec, workload, raw)
+            check = verify_on(cpu_client, spec, workload, raw, depth)
         finally:
             workload.context.update({k: SMALL.get(k, 1e-4) for k in change})
         assert not check.ok, change
-        assert word in check.detail, check.detail
+        # the fast check reads the kept points: drawn from another seed, they are not the data
+        said = "differs from its seed" if depth == "fast" and "seed" in change else word
+        assert said in check.detail, check.detail
 
 
 def test_an_empty_cluster_keeps_its_centroid(cpu_client):
@@ -257,7 +260,9 @@ def stand_in_library(monkeypatch):
     """NumPy as the array library, with CuPy's integer-seeded generator (conftest)."""
     return numpy_as_array_library(monkeypatch, ("asarray", "zeros", "abs", "maximum", "sqrt",
                                                 "argmin", "take_along_axis", "arange",
-                                                "bincount", "where"))
+                                                "bincount", "where", "minimum", "einsum",
+                                                "concatenate", "flatnonzero", "full_like",
+                                                "inf", "isfinite", "partition", "full"))
 
 
 def test_gpu_branches_draw_and_check_alike(stand_in_library):
@@ -333,14 +338,15 @@ def test_clustering_an_input_matches_numpy_and_verifies(cpu_client, points_files
     want = numpy_lloyd(finite, raw["centroids"][0], 100, 1e-4)
     np.testing.assert_allclose(raw["centroids"], want["centroids"], rtol=1e-9, atol=1e-9)
     assert raw["counts"].sum() == 2999
-    check = verify_on(cpu_client, spec, workload, raw)
-    assert check.ok, check.detail
-    assert "no true centres" in check.detail
-    for mutation in spec.mutations:
-        if init == "random" and mutation.name.startswith(kmeans_check.KMEANS_PARALLEL_ONLY):
-            continue
-        altered = mutation.alter(dict(raw))
-        assert not verify_on(cpu_client, spec, workload, altered).ok, mutation.name
+    for depth in ("fast", "full"):
+        check = verify_on(cpu_client, spec, workload, raw, depth)
+        assert check.ok, check.detail
+        assert "no true centres" in check.detail
+        for mutation in spec.mutations:
+            if init == "random" and mutation.name.startswith(kmeans_check.KMEANS_PARALLEL_ONLY):
+                continue
+            altered = mutation.alter(dict(raw))
+            assert not verify_on(cpu_client, spec, workload, altered, depth).ok, mutation.name
 
 
 def test_the_baseline_clusters_the_same_input(cpu_client, points_files):
@@ -495,3 +501,191 @@ def test_the_sampling_check_fails_on_a_wrong_cost_or_draw():
     totals["first_wrong"].append(np.array([1, 17, 0, 0.01, 0.5]))
     assert kmeans_check_init.check_sampling({}, chosen, totals) == (
         "k-means|| round 1: row 17 was not sampled, its draw 0.01 against its probability 0.5")
+
+
+# --------------------------------------------------------------------------- the fast check
+
+
+def test_the_fast_check_verifies_the_run_and_says_what_it_promises(cpu_client, small_run):
+    spec, workload, raw = small_run
+    check = verify_on(cpu_client, spec, workload, raw, "fast")
+    assert check.ok and check.depth == "fast", check.detail
+    for words in ("k-means|| candidates are points of the data", "cells checked again",
+                  "every blob seeded by one initial centroid",
+                  "the last iteration recomputed in float64 on all 6000 points kept",
+                  "every blob's true centre found", "drawn again from their seeds and equal"):
+        assert words in check.detail, (words, check.detail)
+
+
+def test_the_run_reports_its_cells_beside_its_answer(small_run):
+    """The certificates: the cells' counts add up to the reported weights and sampled points,
+    and the iterations before the last are their cells' Lloyd steps."""
+    _spec, workload, raw = small_run
+    chosen = raw["init"]
+    cell = kmeans_data.cell_rows(SMALL["samples"], workload.context["k"])
+    cells = sum(kmeans_data.cells_of(n, cell) for n in workload.context["sizes"])
+    assert chosen["cell_weights"].shape == (cells, len(chosen["rows"]))
+    np.testing.assert_array_equal(chosen["cell_weights"].sum(axis=0), chosen["weights"])
+    rounds = np.asarray(chosen["rounds"])
+    assert chosen["cell_sampled"].sum(axis=1).tolist() == [
+        int((rounds == s + 1).sum()) for s in range(len(chosen["costs"]))]
+    np.testing.assert_allclose(chosen["cell_costs"].sum(axis=1), chosen["costs"], rtol=1e-5)
+    certified = raw["cells"]
+    assert certified["counts"].shape[0] == raw["iterations"] - 1
+    for t in range(raw["iterations"] - 1):
+        counts = certified["counts"][t].sum(axis=0)
+        np.testing.assert_allclose(certified["sums"][t].sum(axis=0) / counts[:, None],
+                                   raw["centroids"][t + 1], rtol=1e-12)
+        assert certified["inertia"][t].sum() == pytest.approx(raw["inertias"][t], rel=1e-12)
+
+
+# Random initial centroids that take the iterations to a local optimum: 6 iterations, 5 of them
+# certified by their cells; k-means|| for the initialisation's faults.
+KFAULT = {"samples": 8000, "features": 4, "clusters": 5, "chunks": 2000, "init": "random",
+          "tol": 0.0, "max_iter": 6, "seed": 7}
+KFAULT_INIT = {**KFAULT, "init": "k-means||", "max_iter": 100, "tol": 1e-4}
+
+
+@pytest.fixture
+def first_shard():
+    """Whether points are (a part of) shard 0 of ``KFAULT``'s data, known by its first point.
+
+    By content: a function the run ships to its workers is pickled, so a list it filled
+    would stay on the workers' side.
+    """
+    centres = kmeans_steps.blob_centres(KFAULT["seed"], KFAULT["clusters"], KFAULT["features"])
+    first = kmeans_steps.make_shard(KFAULT["seed"], 0, KFAULT["chunks"], KFAULT["features"],
+                                    "float32", "numpy", centres)[0]
+
+    def of_first(x):
+        owner = x if x.base is None else x.base
+        return (owner.ndim == 2 and owner.shape[0] == KFAULT["chunks"]
+                and bool(np.array_equal(owner[0], first)))
+
+    return of_first
+
+
+def _kernel_with(monkeypatch, first_shard, alter):
+    original = kmeans_steps.kmeans_pass
+
+    def faulty(x, centroids):
+        if first_shard(x):
+            return alter(original, x, centroids)
+        return original(x, centroids)
+
+    monkeypatch.setattr(kmeans_steps, "kmeans_pass", faulty)
+
+
+def _sums_off(original, x, centroids):
+    sums, counts, inertia = original(x, centroids)
+    return sums * 1.001, counts, inertia
+
+
+def _inertia_off(original, x, centroids):
+    sums, counts, inertia = original(x, centroids)
+    return sums, counts, inertia * 1.002
+
+
+def _points_skipped(original, x, centroids):
+    return original(x[:-50], centroids)
+
+
+@pytest.mark.parametrize("alter", [_sums_off, _inertia_off, _points_skipped],
+                         ids=["sums off by 0.1 %", "inertia off by 0.2 %", "points skipped"])
+def test_a_kernel_fault_on_a_quarter_of_the_shards_fails_both_depths(
+        in_process_client, monkeypatch, first_shard, alter):
+    """Faults in the kernel's pass itself, on one of the four shards, at every call."""
+    _kernel_with(monkeypatch, first_shard, alter)
+    spec, workload, raw = compute_as_runner(in_process_client, "kmeans-pipeline", **KFAULT)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok, (depth, check.detail)
+
+
+def test_a_sampling_fault_on_a_quarter_of_the_shards_fails_both_depths(
+        in_process_client, monkeypatch, first_shard):
+    """k-means|| sampling shard 0 with half the probability it documents."""
+    original = kmeans_init.sample_far
+
+    def faulty(x, candidates, cost, factor, *args, **kwargs):
+        return original(x, candidates, cost, factor / 2 if first_shard(x) else factor, *args,
+                        **kwargs)
+
+    monkeypatch.setattr(kmeans_init, "sample_far", faulty)
+    spec, workload, raw = compute_as_runner(in_process_client, "kmeans-pipeline", **KFAULT_INIT)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok and "sampled" in check.detail, (depth, check.detail)
+
+
+@pytest.mark.parametrize("params", [KFAULT, KFAULT_INIT], ids=["random", "k-means||"])
+def test_the_unfaulted_run_verifies_at_both_depths(in_process_client, params):
+    spec, workload, raw = compute_as_runner(in_process_client, "kmeans-pipeline", **params)
+    assert raw["cells"]["counts"].shape[0] == raw["iterations"] - 1
+    assert params["init"] != "random" or raw["iterations"] == 6
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert check.ok, (depth, check.detail)
+
+
+def test_the_fast_check_reads_an_inputs_points_again(in_process_client, points_files):
+    params = {"input": points_files["npy"], "k": 3, "chunks": 700, "seed": 4}
+    spec, workload, raw = compute_as_runner(in_process_client, "kmeans-pipeline", **params)
+    assert verify_on(in_process_client, spec, workload, raw, "fast").ok
+
+    def corrupt(x):
+        x[3, 1] += 1.0  # the worker's kept copy (a thread of this process)
+
+    shard = workload.context["shards"].futures[0]
+    in_process_client.client.submit(corrupt, shard, pure=False).result()
+    check = verify_on(in_process_client, spec, workload, raw, "fast")
+    assert not check.ok and "differs from the input's file" in check.detail, check.detail
+
+
+def test_the_fast_checks_device_branch_computes_as_on_numpy(stand_in_library):
+    """The fast check's worker side on a CuPy-like library: the same totals as on NumPy."""
+    from pipelines.kmeans import check_kept
+
+    d, clusters, rows = 5, 3, 3000
+    centres = kmeans_steps.blob_centres(4, clusters, d)
+    x = kmeans_steps.make_shard(4, 0, rows, d, "float32", "numpy", centres)
+    sets = np.stack([x[:clusters].astype(np.float64), centres])
+    probes = np.random.default_rng(1).standard_normal((d, 4))
+    for finite_only in (False, True):
+        on_device = check_kept.lloyd_totals(stand_in_library, x, sets, 2**-24, finite_only,
+                                            probes)
+        on_numpy = check_kept.lloyd_totals(np, x, sets, 2**-24, finite_only, probes)
+        for key in ("counts", "projected", "inertia", "inertia_tol", "near"):
+            np.testing.assert_array_equal(on_device[key], on_numpy[key])
+    (sums, counts, inertia), _ = kmeans_steps.shard_pass(x, sets[0])
+    np.testing.assert_array_equal(on_numpy["counts"][0], counts)
+    np.testing.assert_allclose(on_numpy["projected"][0], sums @ probes, rtol=1e-9)
+    first = x[:1].astype(np.float64)
+    (_, _, cost), _ = kmeans_steps.shard_pass(x, first)
+    kept, points = kmeans_init.sample_far(x, first, cost, 6.0, 4, 0, 0)
+    candidates = np.concatenate([first, points])
+    job = {"candidates": candidates, "cell": 256, "cells": [0, 3, 11], "start": 0,
+           "plan": {"seed": 4, "index": 0, "costs": [cost], "ends": [1], "factor": 6.0,
+                    "kept": [kept], "features": d}}
+    found, wrong = check_kept.init_cells(stand_in_library, x, job, 2**-24)
+    again, _ = check_kept.init_cells(np, x, job, 2**-24)
+    assert len(wrong) == 0 and [f[0] for f in found] == [0, 3, 11]
+    for mine, theirs in zip(found, again, strict=True):
+        np.testing.assert_array_equal(mine[1], theirs[1])
+        np.testing.assert_allclose(mine[3], theirs[3], rtol=1e-12)
+    drawn = check_kept.kept_data(stand_in_library, x, {"library": "xp_stand_in", "cell": 256,
+                                                       "dtype": "float32",
+                                                       "redraw": (4, 0, clusters)})
+    assert drawn["compared"] == 0 and drawn["blob_points"].sum() == rows
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_both_depths_verify_and_a_mutation_fails():
+    import copy
+
+    with daskgpu.cluster(gpus="0", dashboard=False) as session:
+        spec, workload, raw = compute_as_runner(session, "kmeans-pipeline", **SMALL)
+        for depth in ("fast", "full"):
+            assert verify_on(session, spec, workload, raw, depth).ok
+            altered = spec.mutations[0].alter(copy.deepcopy(raw))
+            assert not verify_on(session, spec, workload, altered, depth).ok

@@ -8,14 +8,25 @@ import time
 
 import numpy as np
 import pytest
-from conftest import assert_one_error_line, compute_as_runner, run_cli, verify_on
+from conftest import (
+    assert_one_error_line,
+    compute_as_runner,
+    numpy_as_array_library,
+    run_cli,
+    verify_on,
+)
 
 import daskgpu
 from daskgpu.data import synthetic
 from daskgpu.errors import InputFileError, ParameterError
 from daskgpu.toolkit.backends import Backend
+from daskgpu.toolkit.numeric import seed_word
+from pipelines.matmul import check as matmul_check
+from pipelines.matmul import check_streamed
 from pipelines.matmul import layout as matmul_layout
+from pipelines.matmul import pipeline as matmul_pipeline
 from pipelines.matmul import shared as matmul_data
+from pipelines.matmul import tasks as matmul_tasks
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 
@@ -166,3 +177,162 @@ def test_cli_shape_mismatch_is_one_error_line(npy_pair):
     proc = run_cli("run", "matmul-pipeline", "--input-a", str(npy_pair / "a.npy"), "--input-b",
                    str(npy_pair / "b.npy"), "--workers", "1", "--no-dashboard")
     assert_one_error_line(proc, started, "shape mismatch")
+
+
+# ------------------------------------------------------------------ the fast depth's data path
+
+
+def _ctx(library="numpy", dtype="float64"):
+    """A check context for A (25 x 7, two row blocks) and B (7 x 9, two column blocks)."""
+    return {"shape": (25, 7, 9), "dtype": dtype, "check_seed": 3, "library": library,
+            "a_chunks": ((13, 12), (7,)), "b_chunks": ((7,), (5, 4)), "seeds": (5, 6),
+            "sources": None}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_streamed_pieces_and_slabs_are_the_rows_of_the_block_drawn_whole(monkeypatch, dtype):
+    """A piece may start mid-block (PCG64 advanced; a float32 is half a draw, odd offsets too)."""
+    monkeypatch.setattr(check_streamed, "SLAB_ELEMENTS", 15)  # two rows of 7 a slab
+    ctx = _ctx(dtype=dtype)
+    sequence = np.random.SeedSequence(5, spawn_key=(1,))  # A's block (1, 0)
+    whole = np.random.default_rng(sequence).random((12, 7), dtype=dtype)
+    for piece in [(0, 12), (3, 12), (5, 8), (11, 12)]:
+        slabs = [(first, rows.copy())  # a slab is a reused buffer: copied before the next
+                 for first, rows in check_streamed.row_slabs(ctx, 0, (1, 0), piece)]
+        assert [first for first, _ in slabs] == list(range(piece[0], piece[1], 2))
+        got = np.concatenate([rows for _, rows in slabs])
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, whole[piece[0]:piece[1]])
+
+
+def test_fast_recomputes_what_full_recomputes(monkeypatch):
+    """Pieces, slabs, sums over the contraction: the same numbers as whole blocks, to rounding."""
+    import dask
+
+    monkeypatch.setattr(check_streamed, "SLAB_ELEMENTS", 300)
+    monkeypatch.setattr(check_streamed, "PIECE_ELEMENTS", 1000)
+    resolved = daskgpu.get_pipeline("matmul-pipeline").resolve(
+        CPU2, shape="130,200,90", chunks="64,50,40", dtype="float32", seed=5)
+    with dask.config.set(scheduler="sync"):
+        ctx = daskgpu.get_pipeline("matmul-pipeline").workload(CPU2, resolved).context
+        assert check_streamed.pieces(ctx, 64, 50) == [(0, 16), (16, 32), (32, 48), (48, 64)]
+        full, fast = matmul_check.recompute(ctx), check_streamed.recompute(ctx)
+    assert full.keys() == fast.keys()
+    for key, value in full.items():
+        np.testing.assert_allclose(fast[key], value, rtol=1e-13, atol=1e-13, err_msg=key)
+
+
+def test_device_branch_of_the_fast_check_draws_whole_blocks_with_integer_seeds(monkeypatch):
+    """The CuPy path, through a stand-in: whole blocks drawn once, reduced with the library."""
+    xp = numpy_as_array_library(monkeypatch, ["asarray", "abs", "dot", "empty_like"])
+    ctx = _ctx(library="xp_stand_in")
+    assert check_streamed.pieces(ctx, 13, 7) == [(0, 13)]  # a device never starts mid-block
+    b_part = check_streamed.b_products(ctx, 0, 1, (0, 7))
+    a_part = check_streamed.a_products(ctx, 1, 0, (0, 12), [[b_part], [b_part]])
+
+    def drawn(seed, number, shape):
+        word = seed_word(np.random.SeedSequence(seed, spawn_key=(number,)))
+        return np.random.default_rng(word).random(shape)
+
+    b, a = drawn(6, 1, (7, 4)), drawn(5, 1, (12, 7))
+    assert xp.seeds == [seed_word(np.random.SeedSequence(s, spawn_key=(1,))) for s in (6, 5)]
+    r = matmul_data.vectors(9, 3)[5:9]
+    np.testing.assert_allclose(b_part["y"], b @ r, rtol=1e-14)
+    np.testing.assert_allclose(b_part["yabs"], b @ np.abs(r), rtol=1e-14)
+    assert b_part["squares"] == pytest.approx(float((b * b).sum()), rel=1e-14)
+    np.testing.assert_allclose(a_part["q"], a @ np.concatenate([b @ r, b @ r], axis=1),
+                               rtol=1e-13)
+    assert a_part["a_squares"] == pytest.approx(float((a * a).sum()), rel=1e-14)
+
+
+# ------------------------------------------------------------------ faults in the computation
+
+FAULTY = {"shape": "200,160,180", "chunks": "50,60", "seed": 21}  # C in 4 x 3 blocks of 50 x 60
+
+
+def _summarised_as(change, where):
+    """``_block_summary`` of the blocks at ``where`` (i, j) changed by ``change`` first."""
+    original = matmul_tasks._block_summary
+
+    def faulty(block, block_info=None, **kwargs):
+        if where(*block_info[0]["chunk-location"]):
+            block, block_info = change(np.array(block, copy=True), block_info)
+        return original(block, block_info=block_info, **kwargs)
+
+    return faulty
+
+
+def _scaled(block, info):
+    return block * 1.001, info
+
+
+def _transposed(block, info):
+    block[:, :50] = block[:, :50].T.copy()  # a 50 x 50 piece of the block transposed
+    return block, info
+
+
+def _half_skipped(block, info):
+    block[block.shape[0] // 2:] = 0.0
+    return block, info
+
+
+def _beside(block, info):
+    (r0, r1), (c0, c1) = info[0]["array-location"]
+    moved = {**info[0], "array-location": [(r0, r1), (c0 + 60, c1 + 60)]}
+    return block, {**info, 0: moved}  # reduced as if it were the next column block
+
+
+def _operand_off(resolved):
+    a, b, about = matmul_tasks.operands(resolved)
+
+    def off(block, block_info=None):
+        return block * 1.002 if block_info[0]["chunk-location"][0] == 3 else block
+
+    return a.map_blocks(off, dtype=a.dtype), b, about
+
+
+FAULTS = {
+    "a block row of C off by 0.1 %": (matmul_tasks, "_block_summary", _summarised_as(
+        _scaled, lambda i, j: i == 1)),
+    "a transposed piece in 2 of 12 blocks": (matmul_tasks, "_block_summary", _summarised_as(
+        _transposed, lambda i, j: (i, j) in ((0, 0), (2, 1)))),
+    "half the rows skipped in a column block": (matmul_tasks, "_block_summary",
+                                                _summarised_as(_half_skipped,
+                                                               lambda i, j: j == 2)),
+    "2 blocks reduced in the wrong place": (matmul_tasks, "_block_summary", _summarised_as(
+        _beside, lambda i, j: j == 1 and i < 2)),
+    "a block row of A drawn 0.2 % off": (matmul_pipeline, "operands", _operand_off),
+}
+
+
+def test_the_unfaulted_run_verifies_at_both_depths(in_process_client):
+    spec, workload, raw = compute_as_runner(in_process_client, "matmul-pipeline", **FAULTY)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert check.ok, (depth, check.detail)
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_fault_in_the_computation_fails_both_depths(in_process_client, monkeypatch, fault):
+    """Faults injected into the run's own functions (workers are threads: they see them)."""
+    module, name, faulty = FAULTS[fault]
+    with monkeypatch.context() as patched:
+        patched.setattr(module, name, faulty)
+        spec, workload, raw = compute_as_runner(in_process_client, "matmul-pipeline", **FAULTY)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok, f"{fault} verifies at {depth}: {check.detail}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("depth", ["fast", "full"])
+def test_on_gpu_workers_both_depths_verify_and_catch_a_wrong_block(depth):
+    """CuPy blocks: the fast depth draws and reduces them on the device."""
+    with daskgpu.cluster(gpus="0", dashboard=False) as session:
+        spec, workload, raw = compute_as_runner(session, "matmul-pipeline", shape="3000,2000,2500",
+                                                chunks="1000,1250", seed=3)
+        assert session.backend.is_gpu
+        check = verify_on(session, spec, workload, raw, depth)
+        assert check.ok, check.detail
+        altered = spec.mutations[0].alter(copy.deepcopy(raw))
+        assert not verify_on(session, spec, workload, altered, depth).ok

@@ -8,7 +8,7 @@ import math
 import dask
 import numpy as np
 import pytest
-from conftest import compute_as_runner, verify_on
+from conftest import compute_as_runner, numpy_as_array_library, verify_on
 
 import daskgpu
 from daskgpu.data import array_input, synthetic
@@ -17,6 +17,8 @@ from daskgpu.execution import answers
 from daskgpu.toolkit import reductions
 from daskgpu.toolkit.backends import Backend
 from pipelines.mean import check as mean_check
+from pipelines.mean import shared as mean_shared
+from pipelines.mean import tasks as mean_tasks
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 
@@ -114,24 +116,29 @@ def computed(session, **params):
     return workload, raw
 
 
-def verify(session, workload, raw):
-    return verify_on(session, daskgpu.get_pipeline("mean-pipeline"), workload, raw)
+def verify(session, workload, raw, depth="full"):
+    return verify_on(session, daskgpu.get_pipeline("mean-pipeline"), workload, raw, depth)
 
 
-def test_a_constant_half_fails_verification(cpu_client):
+DEPTHS = ("fast", "full")
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_a_constant_half_fails_verification(cpu_client, depth):
     workload, raw = computed(cpu_client, size=1000, chunks=250, seed=1)
-    assert verify(cpu_client, workload, raw).ok
+    assert verify(cpu_client, workload, raw, depth).ok
     constant = reductions.BlockMean(0.5, raw.block_sums)
-    check = verify(cpu_client, workload, constant)
+    check = verify(cpu_client, workload, constant, depth)
     assert not check.ok and "mean 0.5 " in check.detail, check.detail
-    assert not verify(cpu_client, workload, 0.5).ok  # a bare number carries no block sums
+    assert not verify(cpu_client, workload, 0.5, depth).ok  # a bare number carries no sums
 
 
-def test_sums_of_other_seeds_fail_verification(cpu_client):
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_sums_of_other_seeds_fail_verification(cpu_client, depth):
     """Sums that add up and look uniform, but are not the blocks' own: the redrawn sample."""
     workload, _ = computed(cpu_client, size=600, chunks=200, seed=3)
     _, other = computed(cpu_client, size=600, chunks=200, seed=4)
-    check = verify(cpu_client, workload, other)
+    check = verify(cpu_client, workload, other, depth)
     assert not check.ok and "recomputed from its seed" in check.detail, check.detail
 
 
@@ -140,6 +147,73 @@ def test_blocks_streamed_in_pieces_agree_with_blocks_redrawn_whole(cpu_client):
         workload, raw = computed(cpu_client, size=700, chunks="300,700", seed=8)
     check = verify(cpu_client, workload, raw)
     assert check.ok and "2 sampled blocks redrawn" in check.detail, check.detail
+    fast = verify(cpu_client, workload, raw, "fast")
+    assert fast.ok and "cells checked again" in fast.detail, fast.detail
+
+
+def test_fast_checks_a_seeded_sample_of_cells_and_says_what_it_promises(cpu_client):
+    workload, raw = computed(cpu_client, size=3000, chunks=1000, seed=5)
+    assert raw.cell_sums.shape == (9 * mean_shared.flat_cells(10**6),)
+    check = verify(cpu_client, workload, raw, "fast")
+    assert check.ok, check.detail
+    assert ("62 of 558 cells checked again: a fault in at least 10 % of the cells is caught "
+            "with probability at least 99.9 %") in check.detail, check.detail
+    assert check.depth == "fast"
+    # a cell's sum wrong (its block's unchanged): the cells no longer add up to the block
+    altered = copy.deepcopy(raw)
+    altered.cell_sums[7] *= 1.001
+    wrong = verify(cpu_client, workload, altered, "fast")
+    assert not wrong.ok and "block (0, 0): sum" in wrong.detail, wrong.detail
+    assert verify(cpu_client, workload, altered, "full").ok  # full reads no cells
+    # a cell whose sum moved to another, inside a block and between sampled cells: redrawn
+    sampled = mean_check._fast_cells(workload.context)
+    swapped = copy.deepcopy(raw)
+    first, second = int(sampled[0]), int(sampled[1])
+    swapped.cell_sums[[first, second]] = swapped.cell_sums[[second, first]]
+    moved = verify(cpu_client, workload, swapped, "fast")
+    assert not moved.ok and "recomputed from its seed" in moved.detail, moved.detail
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("stream", [2**20, 2**15, 3 * 2**14, 1000])
+def test_piece_sums_are_numpys_sum_bit_for_bit_and_fill_the_cells(dtype, stream):
+    """The block's sum does not change when the run sums cells too (the reported mean)."""
+    count = 3 * 2**20 + 12_345
+    values = np.random.default_rng(2).random(count, dtype=dtype)
+    cells = np.zeros(mean_shared.flat_cells(count))
+    for offset in range(0, count, stream):
+        part = values[offset:offset + stream]
+        assert mean_tasks.piece_sums(part, offset, cells) == float(part.sum(dtype=np.float64))
+    expected = np.add.reduceat(values, np.arange(0, count, mean_shared.CELL), dtype=np.float64)
+    np.testing.assert_allclose(cells, expected, rtol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_block_drawn_with_its_cells_sums_as_the_library_does(dtype):
+    info = {None: {"chunk-location": (1, 0)}}
+    chunks = ((700, 650), (2000,))
+    for stream in (2**20, 2**15, 999):
+        expected = synthetic._uniform_block_sum(info, seed=4, value_dtype=dtype,
+                                                chunks_of_data=chunks, stream_elements=stream)
+        total, cells = mean_tasks.draw_and_sum(4, 1, 650 * 2000, dtype, stream)
+        assert total == expected[0, 0]
+        assert cells.size == mean_shared.flat_cells(650 * 2000)
+        assert math.fsum(cells) == pytest.approx(total, rel=1e-13)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cells_drawn_again_by_advancing_the_generator_are_the_blocks_own(dtype):
+    workload = daskgpu.get_pipeline("mean-pipeline").workload(CPU2, size=900, chunks="400,900",
+                                                              seed=6, dtype=dtype)
+    ctx = workload.context
+    whole = [np.random.default_rng(np.random.SeedSequence(6, spawn_key=(n,))).random(
+        count, dtype=dtype) for n, count in enumerate((360_000, 360_000, 90_000))]
+    seen = 0
+    for _, location, index, total in mean_check._redrawn_cells(ctx):
+        cell = whole[location[0]][index * mean_shared.CELL:(index + 1) * mean_shared.CELL]
+        assert total == float(cell.sum(dtype=np.float64))
+        seen += 1
+    assert seen == len(mean_check._fast_cells(ctx)) > 10
 
 
 def test_sampled_blocks_follow_the_seed():
@@ -154,23 +228,24 @@ def test_sampled_blocks_follow_the_seed():
 
 def test_the_timed_graph_draws_every_block_once_and_holds_no_verification(monkeypatch):
     drawn = []
-    draw = synthetic._uniform_block_sum
+    draw = mean_tasks.draw_and_sum
 
-    def counted(block_info=None, **kwargs):
-        drawn.append(tuple(block_info[None]["chunk-location"]))
-        return draw(block_info=block_info, **kwargs)
+    def counted(seed, number, *args):
+        drawn.append(number)
+        return draw(seed, number, *args)
 
-    monkeypatch.setattr(synthetic, "_uniform_block_sum", counted)
+    monkeypatch.setattr(mean_tasks, "draw_and_sum", counted)
     workload = daskgpu.get_pipeline("mean-pipeline").workload(CPU2, size=600, chunks=200, seed=3)
     raw = workload.collection.compute(scheduler="sync")
-    assert sorted(drawn) == [(i, j) for i in range(3) for j in range(3)]
-    assert raw.block_sums.shape == (3, 3)
+    assert sorted(drawn) == list(range(9))
+    assert raw.block_sums.shape == (3, 3) and raw.cell_sums.shape == (9 * 3,)
     names = {dask.utils.key_split(key) for key in dict(workload.collection.dask)}
     assert not any("redrawn" in n or "region" in n for n in names), names
 
 
 # What each mutation's alteration of an input's result is caught by (an input has no seeds:
-# its whole total, re-read from the file, or a re-read block names what disagreed).
+# its whole total, re-read from the file, or a re-read block names what disagreed; fast: the
+# blocks' cells, whose sums no longer add up to the altered block sums).
 INPUT_CATCHES = {
     "constant 0.5": "mean",
     "dropped block": "block sums",
@@ -181,6 +256,10 @@ INPUT_CATCHES = {
     "a block's sum lost (zero)": "total",
     "block sums in the wrong places": "recomputed from the input file",
 }
+INPUT_CATCHES_FAST = {**INPUT_CATCHES, **{
+    name: "cells' sums" for name in ("repeated per-block seed", "a block's sum lost (zero)",
+                                     "block sums accumulated in float32",
+                                     "block sums in the wrong places")}}
 
 
 @pytest.fixture(params=["npy", "zarr"])
@@ -197,22 +276,37 @@ def random_input(request, tmp_path):
     return str(path), values
 
 
-def test_input_verification_catches_every_declared_mutation(cpu_client, random_input):
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_input_verification_catches_every_declared_mutation(cpu_client, random_input, depth):
     path, values = random_input
     spec = daskgpu.get_pipeline("mean-pipeline")
-    assert set(INPUT_CATCHES) == {m.name for m in spec.mutations}
+    catches = INPUT_CATCHES_FAST if depth == "fast" else INPUT_CATCHES
+    assert set(catches) == {m.name for m in spec.mutations}
     workload, raw = computed(cpu_client, input=path, chunks="100,50")
     assert raw.block_sums.shape == (9, 3)
-    check = verify(cpu_client, workload, raw)
+    assert raw.cell_sums.shape == (9 * 3 * mean_shared.slabs((100, 50)),)
+    check = verify(cpu_client, workload, raw, depth)
     assert check.ok, check.detail
     assert float(raw) == pytest.approx(values.mean(), rel=1e-12)
     for mutation in spec.mutations:
         before = copy.deepcopy(raw)
-        altered = verify(cpu_client, workload, mutation.alter(copy.deepcopy(raw)))
+        altered = verify(cpu_client, workload, mutation.alter(copy.deepcopy(raw)), depth)
         assert not altered.ok, f"{mutation.name} still verifies: {altered.detail}"
-        assert INPUT_CATCHES[mutation.name] in altered.detail, (mutation.name, altered.detail)
+        assert catches[mutation.name] in altered.detail, (mutation.name, altered.detail)
         assert "\n" not in altered.detail
-        assert verify(cpu_client, workload, before).ok
+        assert verify(cpu_client, workload, before, depth).ok
+
+
+@pytest.mark.parametrize("shape", [(5000,), (300, 7, 3), (40, 1000)])
+def test_an_inputs_slabs_are_re_read_as_the_run_summed_them(cpu_client, tmp_path, shape):
+    values = np.random.default_rng(3).normal(1.0, 2.0, size=shape).astype(np.float32)
+    path = tmp_path / "v.npy"
+    np.save(path, values)
+    chunks = ",".join(str(max(1, n // 2)) for n in shape)
+    workload, raw = computed(cpu_client, input=str(path), chunks=chunks)
+    check = verify(cpu_client, workload, raw, "fast")
+    assert check.ok and "re-read from the input" in check.detail, check.detail
+    assert math.fsum(raw.cell_sums) == pytest.approx(values.astype(np.float64).sum(), rel=1e-9)
 
 
 def test_input_baseline_gives_the_runs_answer(cpu_client, random_input):
@@ -326,3 +420,143 @@ def test_zarr_of_wrong_dtype_is_refused(tmp_path):
     zarr.open_array(str(path2), mode="w", shape=(4,), dtype="M8[ns]")
     with pytest.raises(InputFileError, match="numeric"):
         array_input.open_array(str(path2))
+
+
+# ------------------------------------------------------------------ the GPU branch on CPU
+
+
+def test_gpu_branch_redraws_a_seeded_sample_of_whole_blocks_with_the_named_library(monkeypatch):
+    """Random data drawn by CuPy: no cells (its generator cannot start inside a block), so the
+    fast depth draws a seeded sample of whole blocks again with the blocks' own library."""
+    xp = numpy_as_array_library(monkeypatch, ("zeros",))
+    device = Backend("gpu", "xp_stand_in", "pandas", workers=1, threads=1)
+    spec = daskgpu.get_pipeline("mean-pipeline")
+    workload = spec.workload(device, size=400, chunks=100, seed=2)
+    with dask.config.set(scheduler="sync"):
+        raw = workload.collection.compute()
+        drawn = len(xp.seeds)
+        check = spec.check(workload, raw, "fast")
+        redrawn = len(xp.seeds) - drawn
+        moved = spec.check(workload, mean_check._misplaced_blocks(raw), "fast")
+    assert raw.cell_sums is None and drawn == 16  # the run: each block from its own seed
+    assert check.ok, check.detail
+    assert redrawn == len(mean_check._fast_blocks(workload.context)) == 15
+    assert ("15 of 16 blocks checked again: a fault in at least 10 % of the blocks is always "
+            "caught (drawn again on the workers") in check.detail
+    assert not moved.ok and "recomputed from its seed" in moved.detail, moved.detail
+
+
+@pytest.mark.gpu
+def test_fast_on_gpu_workers_draws_sampled_blocks_again_on_the_devices():
+    with daskgpu.cluster(gpus="0", dashboard=False) as session:
+        result = daskgpu.run("mean-pipeline", session, size=8000, chunks=2000, seed=3,
+                             verify="fast")
+        assert result.verified and result.backend == "gpu", result.verification
+        assert "of 16 blocks checked again" in result.verification, result.verification
+        spec, workload, raw = compute_as_runner(session, "mean-pipeline", size=8000,
+                                                chunks=2000, seed=3)
+        assert raw.cell_sums is None
+        for mutation in spec.mutations:
+            check = verify_on(session, spec, workload, mutation.alter(copy.deepcopy(raw)),
+                              "fast")
+            assert not check.ok and mutation.names in check.detail, check.detail
+
+
+# ------------------------------------------------------------------ faults in the run itself
+# Each fault is put into the run's own functions (workers are threads of this process), on at
+# least a tenth of the blocks; both depths must fail the run. Random data: 9 blocks of
+# 160 000 values, drawn in pieces of 2**15; the full depth draws blocks 0 and 6 again (its
+# sample for seed 3), the fast depth a seeded sample of the 90 cells.
+
+FAULT_CASE = {"size": 1200, "chunks": 400, "seed": 3}
+STREAM = 2**15
+FIRST_COLUMN = {0, 3, 6}  # a third of the blocks
+
+
+@pytest.fixture
+def faulty_run(in_process_client, monkeypatch):
+    """Compute ``FAULT_CASE`` (or ``params``) on in-process workers; the check at each depth."""
+    def run(**params):
+        with dask.config.set({"daskgpu.cpu.stream-elements": STREAM}):
+            spec, workload, raw = compute_as_runner(in_process_client, "mean-pipeline",
+                                                    **(params or FAULT_CASE))
+        return {depth: verify_on(in_process_client, spec, workload, raw, depth)
+                for depth in DEPTHS}
+    return run
+
+
+def test_the_unfaulted_run_verifies_at_both_depths(faulty_run):
+    checks = faulty_run()
+    assert all(check.ok for check in checks.values()), checks
+    assert "redrawn from their seeds agree" in checks["full"].detail
+
+
+def test_a_partial_sum_off_by_a_tenth_of_a_percent_fails_both_depths(faulty_run, monkeypatch):
+    """The second piece of every block adds up 0.1 % too much (its cells are right)."""
+    original = mean_tasks.piece_sums
+
+    def off(part, offset, cells):
+        total = original(part, offset, cells)
+        return total * 1.001 if offset == STREAM else total
+
+    monkeypatch.setattr(mean_tasks, "piece_sums", off)
+    checks = faulty_run()
+    assert not checks["fast"].ok and "cells' sums" in checks["fast"].detail, checks["fast"]
+    assert not checks["full"].ok and "from its seed" in checks["full"].detail, checks["full"]
+
+
+def test_blocks_drawn_from_another_stream_fail_both_depths(faulty_run, monkeypatch):
+    """A third of the blocks are drawn from a wrong seed: sums that look right, of other data."""
+    original = mean_tasks.draw_and_sum
+
+    def misplaced(seed, number, *args):
+        return original(seed, number + 1000 if number in FIRST_COLUMN else number, *args)
+
+    monkeypatch.setattr(mean_tasks, "draw_and_sum", misplaced)
+    checks = faulty_run()
+    for check in checks.values():
+        assert not check.ok and "recomputed from its seed" in check.detail, check.detail
+
+
+def test_a_piece_left_undrawn_in_some_blocks_fails_both_depths(faulty_run, monkeypatch):
+    """A third of the blocks skip drawing their last piece: the buffer's previous values are
+    summed again in its place (every sum and cell adds up)."""
+    original = mean_tasks.block_generator
+
+    class SkipsTheLastPiece:
+        def __init__(self, rng, pieces):
+            self.rng, self.left = rng, pieces
+
+        def random(self, out, dtype):
+            self.left -= 1
+            if self.left:
+                self.rng.random(out=out, dtype=dtype)
+
+    def skipping(seed, number):
+        rng = original(seed, number)
+        return SkipsTheLastPiece(rng, 5) if number in FIRST_COLUMN else rng
+
+    monkeypatch.setattr(mean_tasks, "block_generator", skipping)
+    checks = faulty_run()
+    for check in checks.values():
+        assert not check.ok and "recomputed from its seed" in check.detail, check.detail
+
+
+def test_input_blocks_read_wrong_fail_both_depths(faulty_run, monkeypatch, tmp_path):
+    """A third of an input's blocks come back from the reader scaled by 1.001."""
+    values = np.random.default_rng(4).normal(2.0, 1.0, size=(900, 300))
+    path = tmp_path / "in.npy"
+    np.save(path, values)
+    original = array_input.to_dask
+
+    def scale(block, block_info=None):
+        return block * 1.001 if block_info[None]["chunk-location"][1] == 0 else block
+
+    def misread(source, block, backend):
+        data = original(source, block, backend)
+        return data.map_blocks(scale, dtype=data.dtype)
+
+    monkeypatch.setattr(array_input, "to_dask", misread)
+    checks = faulty_run(input=str(path), chunks="300,100")
+    assert not checks["fast"].ok and "from the input file" in checks["fast"].detail
+    assert not checks["full"].ok, checks["full"].detail

@@ -11,9 +11,14 @@ from conftest import compute_as_runner, numpy_as_array_library, run_cli, verify_
 
 import daskgpu
 from daskgpu.errors import InputFileError, ParameterError
+from daskgpu.toolkit.backends import Backend
+from daskgpu.toolkit.numeric import seed_word
 from pipelines.pca import check as pca_check
+from pipelines.pca import check_pass
 from pipelines.pca import shared as pca_data
 from pipelines.pca import tasks as pca_blocks
+
+CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 
 
 def _pca(x: np.ndarray, k: int):
@@ -193,3 +198,198 @@ def test_projection_written_and_checked(cpu_client, tmp_path):
         altered[key] = altered[key] * change if change > 1 else altered[key] + change * 1500
         check = verify_on(cpu_client, spec, workload, altered)
         assert not check.ok and "projection" in check.detail, check.detail
+
+
+# ------------------------------------------------------------------ the fast depth's pass
+
+
+def _context(**params):
+    import dask
+
+    spec = daskgpu.get_pipeline("pca-pipeline")
+    with dask.config.set(scheduler="sync"):
+        return spec.workload(CPU2, spec.resolve(CPU2, **params)).context
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_thin_pass_gives_the_gram_matrix_times_m(monkeypatch, tmp_path, dtype):
+    """Generated blocks in z's frame, an input as read, slab by slab: C M as the full depth's C."""
+    import dask
+
+    monkeypatch.setattr(check_pass, "SLAB_ELEMENTS", 12 * 70)  # slabs of 70 rows
+    generated = _context(samples=1000, features=12, components=3, chunks=300, seed=4,
+                         dtype=dtype)
+    x = np.concatenate([pca_check.block_of(generated, i) for i in range(4)]) + 50.0
+    np.save(tmp_path / "x.npy", x)
+    read = _context(input=str(tmp_path / "x.npy"), components=3, chunks=300)
+    m = np.random.default_rng(0).standard_normal((12, 5))
+    for ctx in (generated, read):
+        with dask.config.set(scheduler="sync"):
+            fast, full = check_pass.products(ctx, m), pca_check.recompute(ctx)
+        scale = full["trace"]
+        assert fast["rows"] == 1000
+        rounding = 1e-12 if ctx["input"] is not None or dtype == "float64" else 1e-5
+        np.testing.assert_allclose(fast["cm"], full["scatter"] @ m, atol=rounding * scale)
+        assert fast["trace"] == pytest.approx(full["trace"], rel=rounding)
+        np.testing.assert_allclose(fast["mean"], full["mean"], rtol=1e-12, atol=rounding)
+
+
+def test_device_branch_of_the_thin_pass_draws_a_block_whole(monkeypatch):
+    """The CuPy path, through a stand-in: z drawn once with an integer seed, reduced whole."""
+    xp = numpy_as_array_library(monkeypatch, ["asarray", "matmul", "einsum", "empty"])
+    ctx = {"shape": (40, 6), "row_chunks": (25, 15), "library": "xp_stand_in", "input": None,
+           "seed": 2, "dtype": "float64"}
+    m = np.random.default_rng(1).standard_normal((6, 3))
+    rows, mean, product, squares = check_pass.block_products(ctx, 1, m)
+    word = seed_word(np.random.SeedSequence(pca_data.data_seed(2), spawn_key=(1,)))
+    assert xp.seeds == [word]
+    z = np.random.default_rng(word).standard_normal((15, 6))
+    centred = z - z.mean(axis=0)
+    assert rows == 15
+    np.testing.assert_allclose(mean, z.mean(axis=0), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(product, centred.T @ centred @ m, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(squares, (centred**2).sum(axis=0), rtol=1e-13)
+
+
+def test_the_certificate_test_lets_a_wrong_r_through_rarely():
+    """The stated probability is the chi-square tail; a Gram matrix off R^T R in one direction
+    by tau/2 passes the test that often (the fraction of 20000 draws, about 0)."""
+    assert 4e-6 < pca_check._missed() < 6e-6
+    rng = np.random.default_rng(0)
+    d = 16
+    u = np.linalg.qr(rng.standard_normal((d, 1)))[0][:, 0]
+    passed = 0
+    for _ in range(20_000):
+        q = rng.standard_normal((d, pca_check.PROBES))
+        off = np.linalg.norm(0.5 * np.outer(u, u) @ q)  # |E| = tau / 2, tau = 1
+        passed += off <= pca_check.PROBE_MARGIN * 0.5
+    assert passed <= 1
+
+
+# ------------------------------------------------------------------ faults in the computation
+
+FAULTY = {"samples": 6000, "features": 24, "components": 4, "chunks": 600, "seed": 5}  # 10 blocks
+
+
+def _every(nth: int, fault, original):
+    """``original`` with ``fault`` applied to every ``nth`` call (a block, a combine)."""
+    import itertools
+
+    calls = itertools.count()
+
+    def faulty(*args, **kwargs):
+        if next(calls) % nth == 0:
+            return fault(original, *args, **kwargs)
+        return original(*args, **kwargs)
+
+    return faulty
+
+
+def _r_off(original, *args, **kwargs):
+    rows, mean, r, squares = original(*args, **kwargs)
+    return rows, mean, r * 1.001, squares
+
+
+def _columns_swapped(original, block, *args, **kwargs):
+    block = block.copy()
+    block[:, [0, 1]] = block[:, [1, 0]]
+    return original(block, *args, **kwargs)
+
+
+def _sigma_off(original, z, sigma=None, **kwargs):
+    return original(z, sigma=np.asarray(sigma) * 1.001, **kwargs)
+
+
+def _squares_off(original, *args, **kwargs):
+    rows, mean, r, squares = original(*args, **kwargs)
+    return rows, mean, r, squares * 1.001
+
+
+def _top_skipped(original, total, components, basis=None):
+    found = original(total, components + 1, basis)
+    for key in ("components", "singular_values", "explained_variance",
+                "explained_variance_ratio"):
+        found[key] = found[key][1:]
+    return found
+
+
+def _projected_off(original, *args, **kwargs):
+    rows, mean, r, squares = original(*args, **kwargs)
+    return rows, mean, r * 1.002, squares
+
+
+FAULTS = {
+    "R factor of every other block off by 0.1 %": (
+        pca_blocks, "r_summary", _every(2, _r_off, pca_blocks.r_summary)),
+    "two columns swapped in every fifth block before its QR": (
+        pca_blocks, "r_summary", _every(5, _columns_swapped, pca_blocks.r_summary)),
+    "every third block drawn with sigma 0.1 % off": (
+        pca_blocks, "generate_block", _every(3, _sigma_off, pca_blocks.generate_block)),
+    "the squares of every combine off by 0.1 %": (
+        pca_blocks, "combine_r", _every(1, _squares_off, pca_blocks.combine_r)),
+    "the top component skipped": (
+        pca_blocks, "finish", _every(1, _top_skipped, pca_blocks.finish)),
+    "randomized: every projected R off by 0.2 %": (
+        pca_blocks, "projected_r_summary", _every(1, _projected_off,
+                                                  pca_blocks.projected_r_summary),
+        {**FAULTY, "method": "randomized"}),
+    "randomized: the top component skipped": (
+        pca_blocks, "finish", _every(1, _top_skipped, pca_blocks.finish),
+        {**FAULTY, "method": "randomized"}),
+}
+
+
+@pytest.mark.parametrize("method", ["exact", "randomized"])
+def test_the_unfaulted_run_verifies_at_both_depths(in_process_client, method):
+    spec, workload, raw = compute_as_runner(in_process_client, "pca-pipeline", **FAULTY,
+                                            method=method)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert check.ok, (depth, check.detail)
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_fault_in_the_computation_fails_both_depths(in_process_client, monkeypatch, fault):
+    """Faults injected into the run's own functions (workers are threads: they see them)."""
+    module, name, faulty, *params = FAULTS[fault]
+    with monkeypatch.context() as patched:
+        patched.setattr(module, name, faulty)
+        spec, workload, raw = compute_as_runner(in_process_client, "pca-pipeline",
+                                                **(params[0] if params else FAULTY))
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok, f"{fault} verifies at {depth}: {check.detail}"
+
+
+@pytest.mark.parametrize("method", ["exact", "randomized"])
+def test_a_skipped_top_component_fails_both_depths_on_an_input(in_process_client, monkeypatch,
+                                                               tmp_path, method):
+    """No known spectrum to fall back on: the R certificate (exact) or the deflated quotient
+    (randomized) finds the variance left out."""
+    rng = np.random.default_rng(3)
+    np.save(tmp_path / "x.npy", rng.standard_normal((4000, 16)) @ np.diag(np.linspace(3, 0.1, 16)))
+    with monkeypatch.context() as patched:
+        patched.setattr(pca_blocks, "finish", _every(1, _top_skipped, pca_blocks.finish))
+        spec, workload, raw = compute_as_runner(in_process_client, "pca-pipeline",
+                                                input=str(tmp_path / "x.npy"), chunks=500,
+                                                components=4, method=method)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok, (depth, check.detail)
+        assert "largest" in check.detail or "outside" in check.detail, check.detail
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["exact", "randomized"])
+def test_on_gpu_workers_both_depths_verify_and_catch_a_rotation(method):
+    """CuPy blocks: the fast depth draws z and reduces it on the device, whole."""
+    with daskgpu.cluster(gpus="0", dashboard=False) as session:
+        spec, workload, raw = compute_as_runner(session, "pca-pipeline", samples=400_000,
+                                                features=64, components=5, seed=3,
+                                                method=method)
+        assert session.backend.is_gpu
+        for depth in ("fast", "full"):
+            assert verify_on(session, spec, workload, raw, depth).ok
+            altered = spec.mutations[0].alter(copy.deepcopy(raw))
+            check = verify_on(session, spec, workload, altered, depth)
+            assert not check.ok and "eigenvector" in check.detail, check.detail

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -92,17 +93,23 @@ def small_runs(cpu_client):
     return {dtype: computed(cpu_client, dtype=dtype, **SMALL) for dtype in ("float32", "float64")}
 
 
+DEPTHS = ("fast", "full")
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("mutation", daskgpu.get_pipeline("stencil-pipeline").mutations,
                          ids=lambda m: m.name)
-def test_every_mutation_is_caught_in_both_dtypes(cpu_client, small_runs, dtype, mutation):
+def test_every_mutation_is_caught_in_both_dtypes(cpu_client, small_runs, dtype, mutation,
+                                                 depth):
     spec, workload, raw = small_runs[dtype]
-    assert verified(cpu_client, spec, workload, raw).ok
-    check = verified(cpu_client, spec, workload, mutation.alter(dict(raw)))
+    assert verified(cpu_client, spec, workload, raw, depth).ok
+    check = verified(cpu_client, spec, workload, mutation.alter(dict(raw)), depth)
     assert not check.ok, f"{mutation.name} still verifies: {check.detail}"
     assert mutation.names in check.detail and "\n" not in check.detail
 
 
+@pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize(
     ("really", "needle"),
@@ -112,21 +119,25 @@ def test_every_mutation_is_caught_in_both_dtypes(cpu_client, small_runs, dtype, 
      ({"alpha": 0.21}, "probe u(29, 29)")],
 )
 def test_a_real_run_with_other_steps_or_alpha_fails(cpu_client, small_runs, dtype, really,
-                                                    needle):
+                                                    needle, depth):
     """What a stencil that skipped a step, or used another alpha, really computes."""
     spec, workload, _raw = small_runs[dtype]
-    _spec, _workload, raw = computed(cpu_client, dtype=dtype, **{**SMALL, **really})
-    check = verified(cpu_client, spec, workload, raw)
+    _spec, other, raw = computed(cpu_client, dtype=dtype, **{**SMALL, **really})
+    # checked as the run asked for, its seeded rows and columns those the other run drew
+    asked = dataclasses.replace(workload, context={
+        **workload.context, "sample_seed": other.context["sample_seed"]})
+    check = verified(cpu_client, spec, asked, raw, depth)
     assert not check.ok and needle in check.detail, check.detail
 
 
 def test_float32_on_a_larger_grid_verifies_and_a_no_op_does_not(cpu_client):
     spec, workload, raw = computed(cpu_client, size=1000, steps=100, dtype="float32",
                                    chunks="500")
-    check = verified(cpu_client, spec, workload, raw)
-    assert check.ok, check.detail
     no_op = next(m for m in spec.mutations if m.name.startswith("no-op"))
-    assert not verified(cpu_client, spec, workload, no_op.alter(dict(raw))).ok
+    for depth in DEPTHS:
+        check = verified(cpu_client, spec, workload, raw, depth)
+        assert check.ok, check.detail
+        assert not verified(cpu_client, spec, workload, no_op.alter(dict(raw)), depth).ok
 
 
 @pytest.mark.parametrize("n, alpha", [(61, 0.25), (300, 0.05), (1000, 0.2)])
@@ -316,8 +327,153 @@ def test_an_interior_block_takes_two_buffers_and_no_padded_copy():
 
 def test_the_timed_graph_holds_no_check_of_every_cell(cpu_client):
     spec, workload, raw = computed(cpu_client, size=60, chunks="20", steps=4)
-    assert sorted(workload.collection) == ["l2_norm", "probes", "probes_u0"]
+    assert sorted(workload.collection) == ["cols", "l2_norm", "line_sums", "probes",
+                                           "probes_u0", "rows"]
     timed_layers = {name for part in workload.collection.values()
                     for name in part.__dask_graph__().layers}
     assert not any("deviation" in name for name in timed_layers), timed_layers
     assert "max_error" not in raw and verified(cpu_client, spec, workload, raw).ok
+
+
+# --- depth fast: the run's certificates, and faults injected into the computing functions ------
+
+def test_the_certificates_are_the_grids_weighted_line_sums_and_seeded_lines(cpu_client):
+    spec, workload, raw = computed(cpu_client, size=90, chunks="40", steps=6)
+    grid = (stencil_data.decay(90, 0.2, 6) * np.outer(*[np.sin(np.pi * np.arange(1, 91) / 91)]
+                                                      * 2))
+    down, across = stencil_data.line_weights(90)
+    heights, widths = workload.context["chunks"]
+    assert (heights, widths) == ((40, 40, 10), (40, 40, 10))
+    sums = raw["line_sums"]
+    assert sums.shape == (3, 3, 80)
+    block = grid[40:80, 80:90]  # block (1, 2): 40 rows, 10 columns
+    np.testing.assert_allclose(sums[1, 2, :40], block @ across[80:90], rtol=1e-12)
+    np.testing.assert_allclose(sums[1, 2, 40:50], down[40:80] @ block, rtol=1e-12)
+    assert not sums[1, 2, 50:].any()  # zero-padded to the largest block's width
+    rows, cols = stencil_data.sampled_lines(90, workload.context["sample_seed"])
+    np.testing.assert_allclose(raw["rows"], grid[rows], rtol=0, atol=1e-14)
+    np.testing.assert_allclose(raw["cols"], grid[:, cols], rtol=0, atol=1e-14)
+    check = verified(cpu_client, spec, workload, raw, "fast")
+    assert check.ok and "all 9 blocks" in check.detail, check.detail
+    assert f"{len(rows)} of 90 rows checked again: a fault in at least 10 % of the rows" \
+        in check.detail
+
+
+def _one_sum_nan(raw):
+    sums = np.array(raw["line_sums"], copy=True)
+    sums[1, 2, 3] = np.nan
+    return dict(raw, line_sums=sums)
+
+
+@pytest.mark.parametrize(("alter", "needle"), [
+    (lambda raw: dict(raw, line_sums=raw["line_sums"][:, :-1]), "a block dropped"),
+    (_one_sum_nan, "block (1, 2), row 23"),
+    (lambda raw: dict(raw, line_sums=raw["line_sums"] * (1 + 1e-9)), "line sums: block"),
+    (lambda raw: dict(raw, rows=raw["rows"][:-1]), "sampled rows shaped"),
+    (lambda raw: dict(raw, cols=raw["cols"] * (1 + 1e-9)), "sampled column"),
+], ids=["a block dropped", "a sum NaN", "the sums 1e-9 off", "a row missing",
+        "the columns 1e-9 off"])
+def test_fast_fails_certificates_that_do_not_fit(cpu_client, small_runs, alter, needle):
+    spec, workload, raw = small_runs["float64"]
+    check = verified(cpu_client, spec, workload, alter(raw), "fast")
+    assert not check.ok and needle in check.detail, check.detail
+
+
+def test_the_line_sums_on_the_array_module_path(monkeypatch):
+    """The certificate as on GPU workers (CuPy's API), on a NumPy stand-in."""
+    from conftest import numpy_as_array_library
+
+    numpy_as_array_library(monkeypatch, ("asarray", "empty", "zeros"))
+    block = np.random.default_rng(3).random((7, 5)).astype(np.float32)
+    weights = stencil_data.line_weights(20)
+    got = stencil_exchange._line_sums(block, 4, 9, weights, library="xp_stand_in")
+    wide = block.astype(np.float64)
+    np.testing.assert_allclose(got, np.concatenate([wide @ weights[1][9:14],
+                                                    weights[0][4:11] @ wide]), rtol=1e-13)
+    assert got.dtype == np.float64
+
+
+FAULTED = {"size": 200, "chunks": "50", "steps": 12}  # 16 blocks; faults on 2 of them
+FAULTY_ORIGINS = {(50, 100), (150, 0)}
+
+
+def _alpha_off(advance):
+    def faulty(center, neighbours, *, alpha, origin, **kwargs):
+        if origin in FAULTY_ORIGINS:
+            alpha *= 1.001
+        return advance(center, neighbours, alpha=alpha, origin=origin, **kwargs)
+    return faulty
+
+
+def _a_step_skipped(advance):
+    def faulty(center, neighbours, *, steps, origin, **kwargs):
+        if origin in FAULTY_ORIGINS and steps > 1:
+            steps -= 1
+        return advance(center, neighbours, steps=steps, origin=origin, **kwargs)
+    return faulty
+
+
+def _strip_one_row_off(strip):
+    def faulty(block, di, dj, k):
+        if di == 0:
+            return strip(block, di, dj, k)
+        rows = slice(-k - 1, -1) if di > 0 else slice(1, k + 1)
+        return strip(block[rows], 0, dj, k)
+    return faulty
+
+
+def _squares_off(summary):
+    def faulty(block, block_info=None, **kwargs):
+        out = summary(block, block_info, **kwargs)
+        (r0, _), (c0, _) = block_info[0]["array-location"]
+        if (r0, c0) in FAULTY_ORIGINS:
+            out[..., 0] *= 1.001
+        return out
+    return faulty
+
+
+def _kernel_off(kernel):
+    def faulty(u, scratch, alpha, steps, window=None):
+        return kernel(u, scratch, alpha * 1.0005, steps, window)
+    return faulty
+
+
+# What each fault replaces in pipelines.stencil.tasks, and the wrapper that breaks it.
+FAULTS = {
+    "alpha 0.1 % off on 2 of 16 blocks": ("_advance", _alpha_off),
+    "a step skipped per exchange on 2 of 16 blocks": ("_advance", _a_step_skipped),
+    "halo strips taken one row off": ("_strip", _strip_one_row_off),
+    "a block's sum of squares 0.1 % off on 2 of 16 blocks": ("_block_summary", _squares_off),
+    "the kernel's alpha 0.05 % off": ("heat_steps_in_place", _kernel_off),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_fault_in_the_computation_fails_both_depths(in_process_client, monkeypatch, fault):
+    """Faults injected into the tasks themselves (threads of this process run them)."""
+    spec, workload, raw = computed(in_process_client, **FAULTED)
+    for depth in DEPTHS:
+        check = verified(in_process_client, spec, workload, raw, depth)
+        assert check.ok, (depth, check.detail)
+    name, breaking = FAULTS[fault]
+    monkeypatch.setattr(stencil_exchange, name, breaking(getattr(stencil_exchange, name)))
+    spec, workload, raw = computed(in_process_client, **FAULTED)
+    for depth in DEPTHS:
+        check = verified(in_process_client, spec, workload, raw, depth)
+        assert not check.ok, f"{depth} missed it: {check.detail}"
+
+
+@pytest.mark.gpu
+def test_on_gpu_workers_both_depths_verify_and_a_wrong_alpha_fails_them():
+    with daskgpu.cluster(gpus="0", dashboard=False) as session:
+        assert session.backend.is_gpu
+        spec, workload, raw = computed(session, **FAULTED)
+        assert isinstance(raw["line_sums"], np.ndarray) and isinstance(raw["rows"], np.ndarray)
+        for depth in DEPTHS:
+            check = verified(session, spec, workload, raw, depth)
+            assert check.ok and check.depth == depth, check.detail
+        _spec, _other, wrong = computed(session, **{**FAULTED, "alpha": 0.2002})
+        asked = dataclasses.replace(workload, context={
+            **workload.context, "sample_seed": _other.context["sample_seed"]})
+        for depth in DEPTHS:
+            assert not verified(session, spec, asked, wrong, depth).ok

@@ -93,17 +93,21 @@ def test_the_run_verifies_and_learns(cpu_client, small_run):
     assert raw["test_right"] / tested > 0.5 and raw["test_right"] <= raw["test_best"] + 60
 
 
-def test_a_wrong_learning_rate_or_seed_in_the_run_fails_verification(cpu_client, small_run):
+@pytest.mark.parametrize("depth", ["fast", "full"])
+def test_a_wrong_learning_rate_or_seed_in_the_run_fails_verification(cpu_client, small_run,
+                                                                     depth):
     """The check recomputes from the parameters, not from the run's own numbers."""
     spec, workload, raw = small_run
     for change in ({"learning_rate": SMALL["learning_rate"] * 1.1}, {"seed": SMALL["seed"] + 1}):
         workload.context.update(change)
         try:
-            check = verify_on(cpu_client, spec, workload, raw)
+            check = verify_on(cpu_client, spec, workload, raw, depth)
         finally:
             workload.context.update({k: SMALL[k] for k in change})
         assert not check.ok, change
-        assert "weights" in check.detail, check.detail
+        # the fast check reads the kept rows: drawn from another seed, they are not the data
+        said = ("differs from its seed" if depth == "fast" and "seed" in change else "weights")
+        assert said in check.detail, check.detail
 
 
 def test_the_baseline_gives_the_runs_value(cpu_client):
@@ -215,7 +219,8 @@ def stand_in_library(monkeypatch):
     come back through ``to_host``."""
     return numpy_as_array_library(monkeypatch, (
         "asarray", "empty", "zeros", "argmax", "log", "exp", "arange", "sqrt", "abs", "sort",
-        "take_along_axis", "bincount", "full_like", "moveaxis", "inf", "full"))
+        "take_along_axis", "bincount", "full_like", "moveaxis", "inf", "full", "stack",
+        "einsum", "concatenate", "partition"))
 
 
 def test_gpu_branches_draw_train_and_check_alike(stand_in_library):
@@ -227,7 +232,8 @@ def test_gpu_branches_draw_train_and_check_alike(stand_in_library):
                                          "numpy", teacher)
     assert not np.array_equal(shard["x"], on_numpy["x"])  # another generator, seeded apart
     w = np.zeros((d + 1, k), np.float32)
-    (gradient, loss, right, read), _ = train_steps.shard_pass(shard, w, True, "xp_stand_in")
+    (gradient, loss, right, read, _cells), _ = train_steps.shard_pass(shard, w, True,
+                                                                       "xp_stand_in")
     assert read == rows
     weights = np.stack([w, (w - gradient / rows).astype(np.float32)])
     spec = {"seed": 4, "part": train_data.TRAIN, "index": 1, "rows": rows, "classes": k}
@@ -368,16 +374,17 @@ def test_training_on_an_input_matches_numpy_and_verifies(cpu_client, input_files
         assert raw["rows"].tolist() == [sum(len(r) for r, _ in batches[0])] * 4 + [2250]
     expected = _descent(x.astype(np.float64), y, 3, 4, 0.7, batches)
     np.testing.assert_allclose(raw["weights"], expected, rtol=1e-4, atol=1e-5)
-    check = verify_on(cpu_client, spec, workload, raw)
-    assert check.ok, check.detail
-    assert "no teacher" in check.detail
-    assert ("mini-batches" in check.detail) == (batch is not None)
-    # the same replay fails when it reads other batches or another split
-    workload.context["seed"] = 10
-    try:
-        assert not verify_on(cpu_client, spec, workload, raw).ok
-    finally:
-        workload.context["seed"] = 9
+    for depth in ("fast", "full"):
+        check = verify_on(cpu_client, spec, workload, raw, depth)
+        assert check.ok, check.detail
+        assert "no teacher" in check.detail
+        assert ("mini-batches" in check.detail) == (batch is not None)
+        # the same replay fails when it reads other batches or another split
+        workload.context["seed"] = 10
+        try:
+            assert not verify_on(cpu_client, spec, workload, raw, depth).ok
+        finally:
+            workload.context["seed"] = 9
 
 
 def test_mini_batches_on_teacher_data_verify_and_mutations_fail(cpu_client):
@@ -389,8 +396,12 @@ def test_mini_batches_on_teacher_data_verify_and_mutations_fail(cpu_client):
     check = verify_on(cpu_client, spec, workload, raw)
     assert check.ok, check.detail
     assert "mini-batches of 300 rows" in check.detail and "may rise" in check.detail
+    fast = verify_on(cpu_client, spec, workload, raw, "fast")
+    assert fast.ok and "mini-batches of 300 rows" in fast.detail, fast.detail
     for mutation in spec.mutations:
-        assert not verify_on(cpu_client, spec, workload, mutation.alter(dict(raw))).ok, mutation
+        for depth in ("fast", "full"):
+            altered = mutation.alter(dict(raw))
+            assert not verify_on(cpu_client, spec, workload, altered, depth).ok, mutation
     miscounted = {**raw, "rows": raw["rows"] + np.r_[1, np.zeros(5, int)]}
     assert "rows read at step 0" in verify_on(cpu_client, spec, workload, miscounted).detail
     workload.context["batch"] = 400  # the check draws the batches again: a wrong size fails
@@ -503,8 +514,7 @@ def test_a_cpu_pass_in_blocks_equals_one_over_the_whole_shard(monkeypatch, gradi
     teacher = train_steps.teacher_weights(3, d, k)
     shard = train_steps.make_shard(3, train_data.TRAIN, 0, rows, d, k, "float32", "numpy",
                                       teacher)
-    monkeypatch.setattr(train_steps, "BLOCK_BYTES", 7 * d * 4)
-    monkeypatch.setattr(train_steps, "MIN_BLOCK_ROWS", 1)
+    monkeypatch.setattr(train_steps, "cell_rows", lambda *_: 7)
     x, y = shard["x"], shard["y"]
     for w in (np.zeros((d + 1, k), np.float32), (teacher * 0.5).astype(np.float32)):
         blocked = train_steps.shard_pass(shard, w, gradient, "numpy")[0][:3]
@@ -517,3 +527,152 @@ def test_a_cpu_pass_in_blocks_equals_one_over_the_whole_shard(monkeypatch, gradi
             assert blocked[0] == whole[0] == 0.0
     assert train_steps._pass_in_blocks(np, x, y, np.zeros((d + 1, k), np.float32), False,
                                        7)[2] == int((y == 0).sum())
+
+
+# ------------------------------------------------------------- the fast check
+
+
+def test_the_fast_check_verifies_the_run_and_says_what_it_promises(cpu_client, small_run):
+    spec, workload, raw = small_run
+    check = verify_on(cpu_client, spec, workload, raw, "fast")
+    assert check.ok and check.depth == "fast", check.detail
+    for words in ("recomputed on all 3000 rows kept on the workers", "4 random probes",
+                  "cell passes of the steps", "in float64",
+                  "drawn again from their seeds and equal", "teacher's best recomputed"):
+        assert words in check.detail, (words, check.detail)
+    assert "\n" not in check.detail
+
+
+def test_the_run_reports_every_cell_of_every_pass(small_run):
+    """The certificates: a pass's cells add up to its loss, right answers and gradient."""
+    _spec, workload, raw = small_run
+    cell = train_data.cell_rows(SMALL["features"], 4, "numpy")
+    cells = sum(train_data.cells_of(n, cell) for n in workload.context["train_sizes"])
+    assert len(raw["cells"]) == SMALL["steps"] + 1
+    r, s = train_steps.gradient_probes(SMALL["seed"], SMALL["features"],
+                                       SMALL["classes"])[:, :SMALL["features"] + 1], \
+        train_steps.gradient_probes(SMALL["seed"], SMALL["features"],
+                                    SMALL["classes"])[:, SMALL["features"] + 1:]
+    for t, sums in enumerate(raw["cells"]):
+        assert sums["loss"].shape == sums["right"].shape == (cells,)
+        assert sums["right"].sum() == raw["right"][t]
+        assert sums["loss"].sum() / SMALL["samples"] == pytest.approx(raw["losses"][t],
+                                                                       rel=1e-12)
+        if t < SMALL["steps"]:
+            moved = ((raw["weights"][t] - raw["weights"][t + 1]).astype(np.float64)
+                     * SMALL["samples"] / SMALL["learning_rate"])
+            along = np.einsum("mj,jk,mk->m", r, moved, s)
+            np.testing.assert_allclose(sums["probe"].sum(axis=0), along, rtol=1e-3)
+    assert raw["test_cells"]["right"].sum() == raw["test_right"]
+
+
+FAULT_PARAMS = {"samples": 4000, "features": 16, "classes": 4, "steps": 4, "chunks": 1000,
+                "learning_rate": 0.8, "seed": 5}
+
+
+def _faulty_pass(alter):
+    """``shard_pass`` with ``alter(shard, partial)`` applied on the first training shard."""
+    original = train_steps.shard_pass
+
+    def faulty(shard, weights, gradient, library, batch=None, probes=None):
+        training = shard["y"].shape[0] == FAULT_PARAMS["chunks"]
+        if training and shard["index"] == 0:
+            return alter(original, shard, weights, gradient, library, batch, probes)
+        return original(shard, weights, gradient, library, batch, probes)
+
+    return faulty
+
+
+def _gradient_off(original, shard, *args):
+    """Each cell's gradient product off by 0.2 % (its sum and its probes alike)."""
+    (total, loss, right, rows, cells), seconds = original(shard, *args)
+    if not isinstance(total, float):
+        total = total * 1.002
+        cells = [(i, {**sums, "probe": sums["probe"] * 1.002}) for i, sums in cells]
+    return (total, loss, right, rows, cells), seconds
+
+
+def _rows_skipped(original, shard, *args):
+    """The shard's last 100 rows left out of every pass (its row count still reported)."""
+    kept = {**shard, "x": shard["x"][:-100], "y": shard["y"][:-100]}
+    (total, loss, right, rows, cells), seconds = original(kept, *args)
+    return (total, loss, right, rows + 100, cells), seconds
+
+
+def _labels_misplaced(original, shard, *args):
+    """The shard's labels read one row off (a misplaced piece)."""
+    return original({**shard, "y": np.roll(shard["y"], 1)}, *args)
+
+
+@pytest.mark.parametrize("alter", [_gradient_off, _rows_skipped, _labels_misplaced],
+                         ids=["gradient off by 0.2 %", "rows skipped", "labels misplaced"])
+def test_a_fault_in_a_quarter_of_the_shards_fails_both_depths(in_process_client, monkeypatch,
+                                                              alter):
+    """Faults in the computing function itself, on one of the four training shards."""
+    monkeypatch.setattr(train_steps, "shard_pass", _faulty_pass(alter))
+    spec, workload, raw = compute_as_runner(in_process_client, "train-pipeline",
+                                            **FAULT_PARAMS)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok, (depth, check.detail)
+
+
+def test_the_unfaulted_run_verifies_at_both_depths(in_process_client):
+    spec, workload, raw = compute_as_runner(in_process_client, "train-pipeline",
+                                            **FAULT_PARAMS)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert check.ok, (depth, check.detail)
+
+
+def test_the_fast_check_reads_an_inputs_rows_again(in_process_client, input_files):
+    """A kept row that is not the file's row fails the fast check (its seeded cells)."""
+    params = {"input": input_files["npy"], "labels": input_files["labels"], "classes": 3,
+              "steps": 3, "chunks": 600, "seed": 9}
+    spec, workload, raw = compute_as_runner(in_process_client, "train-pipeline", **params)
+    assert verify_on(in_process_client, spec, workload, raw, "fast").ok
+
+    def corrupt(shard):
+        shard["x"][5, 0] += 1.0  # the worker's kept copy (a thread of this process)
+
+    shard = workload.context["shards"].futures[0]
+    in_process_client.client.submit(corrupt, shard, pure=False).result()
+    check = verify_on(in_process_client, spec, workload, raw, "fast")
+    assert not check.ok and "differs from the input's files" in check.detail, check.detail
+
+
+def test_the_fast_checks_device_branch_computes_as_on_numpy(stand_in_library):
+    """The fast check's worker side on a CuPy-like library: the same sums as on NumPy."""
+    d, k, rows, seed = 12, 3, 900, 4
+    teacher = train_steps.teacher_weights(seed, d, k)
+    shard = train_steps.make_shard(seed, train_data.TRAIN, 0, rows, d, k, "float32", "numpy",
+                                   teacher)
+    w = np.stack([np.zeros((d + 1, k), np.float32), (teacher * 0.2).astype(np.float32)])
+    from pipelines.train import check_kept
+
+    job = {"dtype": "float32", "cell": 256, "classes": k,
+           "probes": check_kept.probes(seed, d, k), "whole": [(None, w, 1)],
+           "sampled": [(1, 2, None, w[1])], "teacher": (seed, d, k)}
+    on_device = check_kept.training_shard(shard, {**job, "library": "xp_stand_in"})
+    on_numpy = check_kept.training_shard(shard, {**job, "library": "numpy"})
+    for key in ("loss", "right", "probe", "probe_tol"):
+        np.testing.assert_allclose(on_device["whole"][0][key], on_numpy["whole"][0][key],
+                                   rtol=1e-12)
+    np.testing.assert_allclose(on_device["sampled"][0][2]["probe"],
+                               on_numpy["sampled"][0][2]["probe"], rtol=1e-12)
+    assert on_device["data"]["compared"] == 0  # the stand-in's generator is not redrawn
+    tested = check_kept.test_shard(shard, {**job, "library": "xp_stand_in",
+                                           "whole": [(None, w[1:], 0)]})
+    assert tested["best"] == pytest.approx(shard["best"], rel=1e-12)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_both_depths_verify_and_a_mutation_fails():
+    import copy
+
+    with daskgpu.cluster(gpus="0", dashboard=False) as session:
+        spec, workload, raw = compute_as_runner(session, "train-pipeline", **SMALL)
+        for depth in ("fast", "full"):
+            assert verify_on(session, spec, workload, raw, depth).ok
+            altered = spec.mutations[0].alter(copy.deepcopy(raw))
+            assert not verify_on(session, spec, workload, altered, depth).ok

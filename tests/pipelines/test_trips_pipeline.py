@@ -16,6 +16,7 @@ from daskgpu.errors import BackendUnavailable, InputFileError, ParameterError
 from daskgpu.kernels.haversine import haversine_numpy
 from daskgpu.toolkit.backends import Backend
 from pipelines.trips import check as trips_check
+from pipelines.trips import check_cells as trips_check_cells
 from pipelines.trips import pipeline as trips_pipeline
 from pipelines.trips import tasks as trips_tasks
 
@@ -144,8 +145,8 @@ def test_a_wrong_distance_kernel_fails_verification(monkeypatch):
     """A kernel 0.1 % off in one partition: caught by the independent haversine."""
     partial_sums = trips_tasks.partial_sums
 
-    def drifting(partition, to_device=None):
-        partial = partial_sums(partition, to_device)
+    def drifting(partition, to_device=None, cells=None):
+        partial = partial_sums(partition, to_device, cells)
         if partition[1][0] == 0:
             partial["sums"][1] *= 1.001
         return partial
@@ -413,3 +414,228 @@ def test_a_csv_without_rows_or_without_times_adds_nothing(tmp_path):
     assert empty["rows"] == 0 and empty["counts"].sum() == 0 and empty["outside"] is None
     untimed = trips_tasks.partial_sums(("csv", str(tmp_path / "no-times.csv")))
     assert untimed["rows"] == 6 and untimed["counts"].sum() == 0
+
+
+# --- the fast depth: certificates, seeded cells, faults in the computation -------------------
+
+FAST = {"rows": 400_000, "partitions": 4, "seed": 5}  # 100 cells of 4096 rows, 48 drawn
+DEPTHS = ("fast", "full")
+
+
+def _both(session, spec, workload, raw) -> dict:
+    return {depth: _verified(session, spec, workload, raw, depth) for depth in DEPTHS}
+
+
+def test_the_fast_depth_draws_cells_and_says_what_it_promises(in_process_client):
+    spec, workload, raw = _computed(in_process_client, **FAST)
+    checks = _both(in_process_client, spec, workload, raw)
+    assert all(c.ok for c in checks.values()), {d: c.detail for d, c in checks.items()}
+    assert checks["fast"].depth == "fast" and checks["full"].depth == "full"
+    assert ("48 of 100 cells checked again: a fault in at least 10 % of the cells is caught "
+            "with probability at least 99.9 %") in checks["fast"].detail
+    # the run kept the rows of exactly the drawn cells, and only those
+    kept = sorted((i, k) for i, c in enumerate(raw["partitions"]) for k in c["sampled"])
+    drawn = trips_check_cells._drawn(workload.resolved, workload.context)[0]
+    assert kept == sorted(drawn) and len(kept) == 48
+    assert all(len(c["cell_rows"]) == 25 for c in raw["partitions"])
+
+
+def test_the_fast_depth_reads_no_data_again(in_process_client, monkeypatch):
+    spec, workload, raw = _computed(in_process_client, **FAST)
+    monkeypatch.setattr(trips_pipeline, "synthetic_partition", None)
+    for module in (trips_tasks, trips_check):
+        for name in ("host_chunks", "synthetic_columns", "synthetic_partition", "_pandas_chunks"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, None)
+    assert _verified(in_process_client, spec, workload, raw, "fast").ok
+
+
+def _kernel_fault(monkeypatch, change):
+    """``daskgpu.kernels.trips.trip_sums`` changed by ``change`` on the cells (one kernel call
+    each) whose first pickup tick is a multiple of 4: about a quarter of them."""
+    import daskgpu.kernels.trips as kernel
+
+    real, touched = kernel.trip_sums, []
+
+    def faulty(ticks, per_hour, *values):
+        if len(ticks) and int(ticks[0]) % 4 == 0:
+            touched.append(len(ticks))
+            return change(real, ticks, per_hour, *values)
+        return real(ticks, per_hour, *values)
+
+    monkeypatch.setattr(kernel, "trip_sums", faulty)
+    return touched
+
+
+def _longer_distances(real, *columns):
+    counts, sums = real(*columns)
+    return counts, sums * np.array([1.0, 1.001])[:, None, None]  # distances 0.1 % long
+
+
+def _hour_shifted(real, ticks, per_hour, *values):
+    ticks = ticks.copy()
+    ticks[:64] += per_hour  # the first 64 trips of the cell placed in the next hour
+    return real(ticks, per_hour, *values)
+
+
+def _rows_skipped(real, *columns):
+    return real(*(c[:-40] if hasattr(c, "shape") else c for c in columns))
+
+
+@pytest.mark.parametrize("change", [_longer_distances, _hour_shifted, _rows_skipped],
+                         ids=["a distance 0.1 % long", "a bin index: trips in the next hour",
+                              "a kernel skipping its last 40 trips"])
+def test_a_kernel_fault_in_a_quarter_of_the_cells_fails_both_depths(in_process_client,
+                                                                    monkeypatch, change):
+    touched = _kernel_fault(monkeypatch, change)
+    spec, workload, raw = _computed(in_process_client, **FAST)
+    assert len(touched) >= 10  # at least a tenth of the 100 cells
+    checks = _both(in_process_client, spec, workload, raw)
+    assert not checks["full"].ok and not checks["fast"].ok, {d: c.detail for d, c in
+                                                             checks.items()}
+    assert "recomputed from its rows" in checks["fast"].detail, checks["fast"].detail
+
+
+def test_a_misread_fare_column_in_some_partitions_fails_both_depths(in_process_client,
+                                                                    monkeypatch):
+    """The reader hands the kernel fares 0.05 % high in the partitions whose first pickup
+    second is even."""
+    real = trips_tasks._kernel_columns
+
+    def misread(chunk):
+        ticks, per_hour, passengers, fare, *coordinates = real(chunk)
+        if int(ticks[0]) % 2 == 0:
+            fare = fare * 1.0005
+        return (ticks, per_hour, passengers, fare, *coordinates)
+
+    monkeypatch.setattr(trips_tasks, "_kernel_columns", misread)
+    spec, workload, raw = _computed(in_process_client, **FAST)
+    firsts = [int(trips_pipeline.synthetic_partition(c["partition"][1])["pickup_time"]
+                  .iloc[0].value) // 10**9 for c in raw["partitions"]]
+    assert any(t % 2 == 0 for t in firsts)
+    checks = _both(in_process_client, spec, workload, raw)
+    assert not checks["full"].ok and "fare" in checks["full"].detail, checks["full"].detail
+    assert not checks["fast"].ok and "fare_sum" in checks["fast"].detail, checks["fast"].detail
+
+
+def test_a_partial_sum_off_in_the_tree_fails_both_depths(in_process_client, monkeypatch):
+    """The tree's addition gives fare sums 0.2 % high."""
+    real = trips_tasks._merged
+
+    def off(*partials):
+        merged = real(*partials)
+        return dict(merged, sums=merged["sums"] * np.array([1.002, 1.0])[:, None, None])
+
+    monkeypatch.setattr(trips_tasks, "_merged", off)
+    spec, workload, raw = _computed(in_process_client, **FAST)
+    checks = _both(in_process_client, spec, workload, raw)
+    assert not checks["full"].ok and not checks["fast"].ok
+    assert "fare_mean" in checks["fast"].detail and "certified" in checks["fast"].detail
+
+
+def test_a_partition_table_that_is_not_its_cells_fails_the_fast_depth(in_process_client,
+                                                                       monkeypatch):
+    """Cells' tables added into the wrong hour of the partition's table: the reported table
+    follows the partition tables, the projections show the move."""
+    real = trips_tasks._cell_sums
+
+    def moved(*args):
+        piece = real(*args)
+        counts, sums = piece["counts"].copy(), piece["sums"].copy()
+        counts[[3, 4]], sums[:, [3, 4]] = counts[[4, 3]], sums[:, [4, 3]]
+        return dict(piece, counts=counts, sums=sums)
+
+    monkeypatch.setattr(trips_tasks, "_cell_sums", moved)
+    spec, workload, raw = _computed(in_process_client, **FAST)
+    checks = _both(in_process_client, spec, workload, raw)
+    assert not checks["full"].ok
+    assert not checks["fast"].ok and "cells'" in checks["fast"].detail, checks["fast"].detail
+
+
+@pytest.mark.parametrize("kind", ["parquet", "csv"])
+def test_the_fast_depth_of_an_input_with_unusual_values(in_process_client, tmp_path, kind):
+    frame = _unusual(30_000, 6)
+    for i, part in enumerate(_split(frame, 3)):
+        if kind == "parquet":
+            part.to_parquet(tmp_path / f"t-{i}.parquet", row_group_size=6_000)
+        else:
+            part.to_csv(tmp_path / f"t-{i}.csv", index=False)
+    spec, workload, raw = _computed(in_process_client, input=str(tmp_path))
+    assert any(c["outside"] is not None for c in raw["partitions"])
+    check = _verified(in_process_client, spec, workload, raw, "fast")
+    assert check.ok and "cells checked again" in check.detail, check.detail
+    for mutation in spec.mutations:
+        check = _verified(in_process_client, spec, workload, mutation.alter(copy.deepcopy(raw)),
+                          "fast")
+        assert not check.ok and mutation.names in check.detail, (mutation.name, check.detail)
+
+
+def test_exact_groups_with_fares_off_fail_both_depths(in_process_client, tmp_path,
+                                                         monkeypatch):
+    """The exact grouping of other passenger counts adds fares 0.2 % high."""
+    _unusual(20_000, 7).to_parquet(tmp_path / "t.parquet", row_group_size=5_000)
+    real = trips_tasks._outside_frame
+
+    def high(columns):
+        frame = real(columns)
+        return frame.assign(fare_sum=frame["fare_sum"] * 1.002)
+
+    monkeypatch.setattr(trips_tasks, "_outside_frame", high)
+    spec, workload, raw = _computed(in_process_client, input=str(tmp_path / "t.parquet"))
+    checks = _both(in_process_client, spec, workload, raw)
+    assert not checks["full"].ok
+    assert not checks["fast"].ok and "other passenger counts" in checks["fast"].detail
+
+
+def test_cells_recomputed_by_numpy_equal_the_kernel():
+    """The check's own cell tables (hour, slot, filter, haversine) against the fused kernel, on
+    unusual values: missing times, fares, coordinates and passengers, times before 1970 and
+    passengers outside the dense slots."""
+    frame = _unusual(9_000, 3)
+    rows = {name: trips_tasks._pandas_values(frame[name]) for name in trips_pipeline.COLUMNS}
+    counts, sums = trips_check_cells.recomputed_cells([rows])
+    want_counts, want_sums = trips_tasks.trip_kernel.trip_sums(*trips_tasks._kernel_columns(rows))
+    np.testing.assert_array_equal(counts[0], want_counts)
+    np.testing.assert_allclose(sums[0], want_sums, rtol=1e-10)
+    assert want_counts[:, -1].sum() > 0 and want_counts.sum() < 9_000
+
+
+def test_device_rows_come_back_to_the_host_as_read(monkeypatch):
+    """A GPU reader's columns ((ticks, dtype) for times, CuPy arrays otherwise) are copied to
+    the host for a drawn cell, times as datetime64 again."""
+    import sys
+    import types
+
+    class Device:
+        def __init__(self, values):
+            self.values = np.asarray(values)
+
+        def __getitem__(self, key):
+            return Device(self.values[key])
+
+        @property
+        def __cuda_array_interface__(self):
+            return self.values.__array_interface__
+
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
+        asnumpy=lambda a: np.array(a.values)))
+    times = np.array(["2026-01-01T03:00", "NaT", "1969-12-31T23:30"], "datetime64[ns]")
+    columns = {"pickup_time": (Device(times.view(np.int64)), times.dtype),
+               "fare": Device([1.0, np.nan, 3.0])}
+    rows = trips_tasks._rows_as_read(columns, 1, 3)
+    np.testing.assert_array_equal(rows["pickup_time"], times[1:])
+    assert rows["pickup_time"].dtype == times.dtype
+    np.testing.assert_array_equal(rows["fare"], [np.nan, 3.0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_on_cudf_workers_both_depths_verify_and_catch_a_mutation(depth):
+    pytest.importorskip("cudf")
+    with daskgpu.cluster(gpus="0", dashboard=False) as session:
+        spec, workload, raw = _computed(session, rows=2_000_000, seed=4)
+        assert session.backend.is_gpu
+        assert _verified(session, spec, workload, raw, depth).ok
+        mutation = spec.mutations[0]
+        check = _verified(session, spec, workload, mutation.alter(copy.deepcopy(raw)), depth)
+        assert not check.ok and mutation.names in check.detail
