@@ -102,13 +102,27 @@ def right_frame(bounds, *, right_rows, multiplier, offset, seed, library="pandas
     start, stop = bounds
     j = np.arange(start, stop, dtype=np.int64)
     keys = (j * multiplier + offset) % right_rows
+    y = right_values(bounds, right_rows=right_rows, seed=seed)
+    return backends.from_pandas(pd.DataFrame({"key": keys, "y": y}), library)
+
+
+def right_values(bounds, *, right_rows, seed) -> np.ndarray:
+    """The ``y`` column of rows ``bounds = (start, stop)`` of the right table, alone.
+
+    A whole block's values are drawn straight into the result; a block cut by ``bounds`` is
+    drawn whole and cut.
+    """
+    start, stop = bounds
     y = np.empty(stop - start, dtype=np.float64)
     for block in range(start // BLOCK_ROWS, -(-stop // BLOCK_ROWS)):
         b0, b1 = block * BLOCK_ROWS, min(right_rows, (block + 1) * BLOCK_ROWS)
-        block_y = _stream(seed, _RIGHT, block).random(b1 - b0)
         lo, hi = max(start, b0), min(stop, b1)
-        y[lo - start : hi - start] = block_y[lo - b0 : hi - b0]
-    return backends.from_pandas(pd.DataFrame({"key": keys, "y": y}), library)
+        stream = _stream(seed, _RIGHT, block)
+        if (lo, hi) == (b0, b1):
+            stream.random(out=y[lo - start : hi - start])
+        else:
+            y[lo - start : hi - start] = stream.random(b1 - b0)[lo - b0 : hi - b0]
+    return y
 
 
 def partition_bounds(total: int, parts: int) -> list[tuple[int, int]]:

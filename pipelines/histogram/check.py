@@ -42,7 +42,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from daskgpu.toolkit import spot_checks
+from daskgpu.toolkit import pcg64, spot_checks
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
 from pipelines.histogram import shared
@@ -57,13 +57,6 @@ FALSE_ALARM = 1e-9
 # What the fast depth's spot checks promise (see daskgpu.toolkit.spot_checks).
 FAST_FRACTION = spot_checks.FRACTION
 FAST_CONFIDENCE = spot_checks.CONFIDENCE
-# NumPy's PCG64: its 128-bit LCG's multiplier (PCG's default for 128-bit states).
-PCG64_MULTIPLIER = 0x2360ED051FC65DA44385DF649FCCF645
-MASK128 = 2**128 - 1
-# Normal values take a word each, more on the sampler's rare rejections (about 2 % more): a
-# cell's state may lie this share of its values, plus NORMAL_SLACK words, past its first value.
-NORMAL_EXTRA = 1 / 8
-NORMAL_SLACK = 64
 # A failed fast check names at most this many disagreeing cells.
 MAX_LISTED = 3
 
@@ -578,37 +571,7 @@ def _placed(ctx: dict, bits, first: int, words) -> str | None:
     if ctx["distribution"] != "normal":
         bits.advance(first // 2 if half else first)  # cells start at even values
         return None
-    seeded = bits.state
-    state = (int(words[0]) << 64) | int(words[1])
-    inc = (int(words[2]) << 64) | int(words[3])
-    if inc != seeded["state"]["inc"]:
-        return "the noted generator state is not on this block's stream"
-    steps = _pcg64_distance(seeded["state"]["state"], state, inc)
-    drawn = 2 * steps - int(words[4]) if half else steps
-    if not first <= drawn <= first + first * NORMAL_EXTRA + NORMAL_SLACK:
-        return (f"the noted generator state lies {drawn} draws into the block's stream, not "
-                f"{first} to {first + first * NORMAL_EXTRA + NORMAL_SLACK:.0f}")
-    bits.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": inc},
-                  "has_uint32": int(words[4]), "uinteger": int(words[5])}
-    return None
-
-
-def _pcg64_distance(start: int, end: int, inc: int) -> int:
-    """Steps of NumPy's PCG64 (its 128-bit LCG, increment ``inc``) from ``start`` to ``end``.
-
-    Bit by bit from the lowest: the low k bits of the state cycle with period 2**k, so the
-    step count's bit k is fixed by whether a jump of 2**k steps is needed to match bit k of
-    ``end``; the jump's multiplier and increment square along (as ``advance`` computes them).
-    """
-    mult, plus, distance, bit = PCG64_MULTIPLIER, inc, 0, 1
-    while start != end and bit <= MASK128:
-        if (start ^ end) & bit:
-            start = (start * mult + plus) & MASK128
-            distance |= bit
-        plus = ((mult + 1) * plus) & MASK128
-        mult = (mult * mult) & MASK128
-        bit <<= 1
-    return distance
+    return pcg64.place(bits, first, words, half)
 
 
 def _reread_cells(ctx: dict, cells):

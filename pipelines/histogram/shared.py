@@ -34,7 +34,7 @@ import numpy as np
 # Blocks whose kernel histograms the run returns, to be compared bin by bin with numpy's.
 SAMPLED_BLOCKS = 3
 #: Values a cell holds, about (a slab of an n-D block holds whole rows).
-CELL = 2**14
+CELL = 2**13
 #: Most bins for which the run cuts blocks into cells: one kernel call a cell costs the bins
 #: too, and a cell of CELL values fills at most CELL of them.
 MAX_CELL_BINS = CELL
@@ -78,7 +78,7 @@ def slab_rows(shape) -> int:
     """Rows (along the first axis) of a cell of a block of ``shape``: about ``CELL`` values.
 
     >>> slab_rows((100_000,)), slab_rows((1000, 100)), slab_rows((10, 10**6))
-    (16384, 163, 1)
+    (8192, 81, 1)
     """
     row = math.prod(shape[1:]) if len(shape) > 1 else 1
     return max(1, CELL // max(1, row))
@@ -88,7 +88,7 @@ def slabs(shape) -> int:
     """Cells of a block of ``shape`` (a 0-d block is one cell).
 
     >>> slabs((100_000,)), slabs(())
-    (7, 1)
+    (13, 1)
     """
     return -(-shape[0] // slab_rows(shape)) if shape else 1
 

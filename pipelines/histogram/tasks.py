@@ -28,7 +28,7 @@ import numpy as np
 from daskgpu.data import array_input, synthetic
 from daskgpu.errors import ParameterError
 from daskgpu.kernels.histogram import histogram
-from daskgpu.toolkit import chunking, reductions, spot_checks
+from daskgpu.toolkit import chunking, pcg64, reductions, spot_checks
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.registry import Resolved
 from pipelines.histogram import shared
@@ -173,18 +173,11 @@ def draw_block(seed: int, number: int, count: int, dtype: str, distribution: str
     for i, first in enumerate(firsts):
         if first > at:
             draw(out=values[at:first], dtype=dtype)
-        states[i] = _state_words(rng.bit_generator.state)
+        states[i] = pcg64.state_words(rng.bit_generator.state)
         at = first
     if at < count:
         draw(out=values[at:], dtype=dtype)
     return values, states
-
-
-def _state_words(state: dict) -> list[int]:
-    """``PCG64``'s state as the six words of ``"states"`` (:mod:`pipelines.histogram.shared`)."""
-    low, inner = 2**64 - 1, state["state"]
-    return [inner["state"] >> 64, inner["state"] & low, inner["inc"] >> 64, inner["inc"] & low,
-            state["has_uint32"], state["uinteger"]]
 
 
 def drawn_block_rows(seed, number, count, dtype, distribution, lo, hi, bins, cuts,

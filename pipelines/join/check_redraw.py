@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from daskgpu.data.synthetic_tables import left_frame, permutation, right_frame
+from daskgpu.data.synthetic_tables import left_frame, permutation, right_values
 from daskgpu.toolkit import backends
 from pipelines.join.shared import BLOCK_ROWS, CELL_ROWS, GROUPS
 
@@ -23,11 +23,9 @@ def _partners(xp, right_rows: int, seed: int):
     without a join, and without a table of keys.
     """
     multiplier, offset = permutation(seed, right_rows)
-    right = right_frame((0, right_rows), right_rows=right_rows, multiplier=multiplier,
-                        offset=offset, seed=seed)
+    y = right_values((0, right_rows), right_rows=right_rows, seed=seed)
     inverse = pow(multiplier, -1, right_rows) if right_rows > 1 else 0
-    return xp.asarray(right["y"].to_numpy()), lambda keys: (keys - offset) % right_rows * \
-        inverse % right_rows
+    return xp.asarray(y), lambda keys: (keys - offset) % right_rows * inverse % right_rows
 
 
 def _drawn_rows(cells: list[int], sizes: dict, seed: int):

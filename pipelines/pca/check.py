@@ -15,22 +15,27 @@ What the check establishes, with ``C`` the centred Gram (scatter) matrix of the 
 - for generated data, the explained variances match the population's ``sigma_i**2`` within
   sampling error (below).
 
-That is the full depth. The fast depth checks the same, and the same mutations fail it, from one
-thin pass instead of the Gram matrix (:mod:`pipelines.pca.check_pass`: ``C [V^T, Q]``, its
-trace and the mean, ``4 n d (k + PROBES)`` flops instead of ``n d^2``; generated blocks drawn
-again as ``z`` and never multiplied out into rows):
+That is the full depth. The fast depth checks the same, and the same mutations fail it, without
+the Gram matrix:
 
-- every component is an eigenvector of ``C``, ``|C v_i - lambda_i v_i| <= tau``, and the total
-  variance is ``trace(C) / (samples - 1)``, as above;
-- ``--method exact``: the run returns its final R factor (``R^T R = C`` up to rounding). Its
-  ``E = C - R^T R`` is tested on ``PROBES`` seeded standard normal vectors ``Q`` (Freivalds):
-  ``|E Q|_F <= PROBE_MARGIN tau / 2``. An ``|E|_2 > tau / 2`` passes that with probability below
-  5e-6 (:func:`_missed`); then C's eigenvalues are R^T R's within tau / 2 (Weyl), and the
-  ``lambda_i`` must be R^T R's largest (``eigvalsh``) within the other half: the full depth's
-  claim, but for that probability. Correct runs give ``|E Q|_F`` below 3e-3 tau (measured);
-- ``--method randomized``: no larger variance outside the components along the seeded
-  directions (:func:`_check_deflated`, a lower bound on what was missed: it proves a miss, it
-  cannot exclude every one; the full depth does);
+- ``--method exact`` (:mod:`pipelines.pca.check_cells`): the run certifies every cell of rows
+  (``X_c^T (X_c Q)`` for ``PROBES`` seeded standard normal vectors ``Q``, the means, the squares);
+  the certificates must tile the blocks and, joined, give ``C Q``, ``trace(C)`` and the mean. The
+  run's final R factor (``R^T R = C`` up to rounding) is tested on ``Q`` (Freivalds): with
+  ``E = C - R^T R``, ``|E Q|_F <= PROBE_MARGIN tau / 2``. An ``|E|_2 > tau / 2`` passes that with
+  probability below 5e-6 (:func:`_missed`); then C's eigenpairs are R^T R's within tau / 2
+  (Weyl), every component must satisfy ``|R^T R v_i - lambda_i v_i| <= tau / 2`` (so that
+  ``|C v_i - lambda_i v_i| <= tau``) and the ``lambda_i`` must be R^T R's largest (``eigvalsh``)
+  within the other half: the full depth's claim, but for that probability. Correct runs give
+  ``|E Q|_F`` below 3e-3 tau (measured). A seeded sample of cells is computed again from the
+  data and must match its certificates (a fault in a tenth of the cells is caught with
+  probability 99.9 %);
+- ``--method randomized``: one thin pass (:mod:`pipelines.pca.check_pass`: ``C [V^T, Q]``, its
+  trace and the mean, ``4 n d (k + PROBES)`` flops instead of ``n d^2``; generated blocks drawn
+  again as ``z`` and never multiplied out into rows): every component is an eigenvector of
+  ``C``, and there is no larger variance outside the components along the seeded directions
+  (:func:`_check_deflated`, a lower bound on what was missed: it proves a miss, it cannot
+  exclude every one; the full depth does);
 - the sampling-error test of generated data, as above.
 
 ``tau = SAFETY (d u + sqrt(n) eps64) trace(C)``: Householder QR is backward stable, the computed
@@ -49,8 +54,9 @@ the check allows ``SIGMAS`` standard deviations plus twice the bias plus ``tau /
 
 It shares no code with the computation (:mod:`pipelines.pca.tasks`, :mod:`daskgpu.data.synthetic`,
 :mod:`daskgpu.data.array_input`): it draws or reads the blocks its own way and takes from
-:mod:`pipelines.pca.shared` only the seeds, the spectrum and the basis. The run's R factor is
-material to test, never trusted: only its agreement with the data makes its eigenvalues count.
+:mod:`pipelines.pca.shared` only the seeds, the spectrum, the basis, the cells and the probes.
+The run's R factor and certificates are material to test, never trusted: only their agreement
+with the data makes its eigenvalues count.
 """
 
 from __future__ import annotations
@@ -64,15 +70,14 @@ import numpy as np
 from daskgpu.toolkit.numeric import generator, starts, unit_roundoff
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
 from daskgpu.toolkit.spot_checks import detection
-from pipelines.pca import check_pass, shared
+from pipelines.pca import check_cells, check_pass, shared
 
 SAFETY = 10.0
 SIGMAS = 6.0
 RANDOMIZED_RESIDUAL = 1e-3
 # The fast depth's seeded normal vectors (an even number: see _missed), their seed's tag, and
 # the share of tau / 2 that |C Q - R^T R Q| may reach.
-PROBES = 6
-PROBE_TAG = 0x9CA6
+PROBES = shared.PROBES
 PROBE_MARGIN = 0.25
 EPS64 = float(np.finfo(np.float64).eps)
 KEYS = ("components", "singular_values", "explained_variance", "explained_variance_ratio",
@@ -90,8 +95,10 @@ def verify(workload: Workload, raw, depth: str = "full") -> Verification:
         The computed result (``raw["result"]``), and the projection's sums where written.
     depth : {"full", "fast"}
         ``full`` sums the Gram matrix blockwise (``n d^2`` flops) and takes its eigenvalues;
-        ``fast`` makes one thin pass, ``X_c^T (X_c [V, Q])`` (:mod:`pipelines.pca.check_pass`),
-        and checks the run's R factor on the seeded vectors ``Q`` (see the module).
+        ``fast`` checks the run's R factor against its cells' certificates on the seeded
+        vectors ``Q`` and a sample of cells against the data (exact,
+        :mod:`pipelines.pca.check_cells`), or makes one thin pass, ``X_c^T (X_c [V, Q])``
+        (randomized, :mod:`pipelines.pca.check_pass`); see the module.
 
     Returns
     -------
@@ -108,10 +115,15 @@ def verify(workload: Workload, raw, depth: str = "full") -> Verification:
     if depth == "full":
         gram = recompute(ctx)
         checks = (_check_total, _check_eigenvectors, _check_eigenvalues, _check_spectrum)
+    elif ctx["method"] == "exact":
+        failure, gram = check_cells.certified(ctx, raw.get("cells"), probes(ctx))
+        if failure:
+            return Verification(False, failure)
+        checks = (_check_total, _check_freivalds, _check_eigenvectors, _check_certificate,
+                  _check_spectrum, _check_cells)
     else:
         gram = one_pass(ctx, result)
-        largest = _check_certificate if ctx["method"] == "exact" else _check_deflated
-        checks = (_check_total, _check_eigenvectors, largest, _check_spectrum)
+        checks = (_check_total, _check_eigenvectors, _check_deflated, _check_spectrum)
     for check in checks:
         failure = check(ctx, result, gram)
         if failure:
@@ -136,12 +148,15 @@ def _passed(ctx: dict, result: dict, gram: dict, depth: str) -> str:
                 f"{k} largest eigenvalues, {tau}")
     blocks = len(ctx["row_chunks"])
     if ctx["method"] == "exact":
-        largest = (f"the run's R factor agrees with X^T X on {PROBES} seeded normal vectors (an "
-                   f"R^T R off it by tau/2 passes with probability below {_missed():.1g}) and "
-                   f"the variances are R^T R's {k} largest eigenvalues")
-    else:
-        largest = (f"no larger variance found outside the components along {PROBES} seeded "
-                   "directions (a Rayleigh quotient of the deflated Gram matrix)")
+        drawn, population = gram["sampled"]
+        return (f"the run's R factor agrees with the centred Gram matrix X^T X joined from its "
+                f"{population} cells' certificates on {PROBES} seeded normal vectors (an R^T R "
+                f"off it by tau/2 passes with probability below {_missed():.1g}); {k} "
+                f"components orthonormal and eigenvectors of R^T R within tau/2, their "
+                f"variances its {k} largest eigenvalues; {detection(drawn, population, 'cells')}"
+                f" (drawn again or re-read apart, no QR: their certificates hold), {tau}")
+    largest = (f"no larger variance found outside the components along {PROBES} seeded "
+               "directions (a Rayleigh quotient of the deflated Gram matrix)")
     return (f"{k} components orthonormal and eigenvectors of the centred Gram matrix through "
             f"X^T (X V), one pass over the {n} x {d} rows apart, no QR "
             f"({detection(blocks, blocks)}); {largest}, {tau}")
@@ -208,6 +223,10 @@ def _check_eigenvectors(ctx: dict, result: dict, gram: dict) -> str | None:
     if "scatter" in gram:
         residual = np.linalg.norm(v @ gram["scatter"] - lam[:, None] * v, axis=1)
         what, product = "the blockwise Gram matrix", "C v"
+    elif "cells" in gram:  # C within tau/2 of R^T R (_check_freivalds): the rest is for v
+        r = np.asarray(result["r"], dtype=np.float64)
+        residual = np.linalg.norm((r.T @ (r @ v.T)).T - lam[:, None] * v, axis=1)
+        what, product, bound = "R^T R (the Gram matrix within tau/2)", "R^T R v", bound / 2
     else:
         residual = np.linalg.norm(gram["cv"].T - lam[:, None] * v, axis=1)
         what, product = "the Gram matrix X^T X", "X^T (X v)"
@@ -233,10 +252,9 @@ def _check_eigenvalues(ctx: dict, result: dict, gram: dict) -> str | None:
 
 
 def probes(ctx: dict) -> np.ndarray:
-    """The fast depth's seeded standard normal vectors ``Q`` (features x PROBES)."""
+    """The fast depth's seeded standard normal vectors ``Q`` (:func:`shared.probes`)."""
     n, d = ctx["shape"]
-    entropy = (ctx["seed"], PROBE_TAG) if ctx["input"] is None else (n, d, PROBE_TAG)
-    return np.random.default_rng(np.random.SeedSequence(entropy)).standard_normal((d, PROBES))
+    return shared.probes(ctx["seed"] if ctx["input"] is None else None, n, d)
 
 
 def one_pass(ctx: dict, result: dict) -> dict:
@@ -261,19 +279,20 @@ def _missed() -> float:
                                        for i in range(PROBES // 2, PROBES // 2 + 40))
 
 
-def _check_certificate(ctx: dict, result: dict, gram: dict) -> str | None:
-    """The run's R factor against ``C`` on the probes, then the variances against R^T R's.
-
-    With ``E = C - R^T R``: ``sum |E q|^2 >= |E|_2^2 chi^2_PROBES``, so the test below lets an
-    ``|E|_2 > tau / 2`` through with probability :func:`_missed`, and then (Weyl) ``C``'s
-    eigenvalues are ``R^T R``'s within tau / 2: the variances must be R^T R's largest within
-    the other half of tau.
-    """
+def _r_factor(ctx: dict, result: dict) -> tuple[np.ndarray, str | None]:
     r = np.asarray(result.get("r", np.empty((0, 0))), dtype=np.float64)
     d = ctx["shape"][1]
     if r.ndim != 2 or r.shape[1] != d or not np.isfinite(r).all():
-        return (f"the run's R factor: shape {r.shape}, finite {bool(np.isfinite(r).all())}; "
-                f"R x {d} expected, to check the variances against the Gram matrix's")
+        return r, (f"the run's R factor: shape {r.shape}, finite {bool(np.isfinite(r).all())}; "
+                   f"R x {d} expected, to check the variances against the Gram matrix's")
+    return r, None
+
+
+def _check_freivalds(ctx: dict, result: dict, gram: dict) -> str | None:
+    """The run's R factor against ``C`` on the probes: ``|C Q - R^T R Q|_F`` (see below)."""
+    r, failure = _r_factor(ctx, result)
+    if failure:
+        return failure
     lam = _lambdas(ctx, result)
     half = _slack(ctx, gram, float(lam[0]) if lam.size else 0.0) / 2
     q = gram["probes"]
@@ -281,6 +300,22 @@ def _check_certificate(ctx: dict, result: dict, gram: dict) -> str | None:
     if not off <= PROBE_MARGIN * half:
         return (f"the run's R factor is not that of the Gram matrix: |X^T X q - R^T R q| = "
                 f"{off:.3g} over {PROBES} seeded vectors (bound {PROBE_MARGIN * half:.3g})")
+    return None
+
+
+def _check_certificate(ctx: dict, result: dict, gram: dict) -> str | None:
+    """The variances against R^T R's largest eigenvalues, once :func:`_check_freivalds` passed.
+
+    With ``E = C - R^T R``: ``sum |E q|^2 >= |E|_2^2 chi^2_PROBES``, so the test of
+    :func:`_check_freivalds` lets an ``|E|_2 > tau / 2`` through with probability
+    :func:`_missed`, and then (Weyl) ``C``'s eigenvalues are ``R^T R``'s within tau / 2: the
+    variances must be R^T R's largest within the other half of tau.
+    """
+    r, failure = _r_factor(ctx, result)
+    if failure:
+        return failure
+    lam = _lambdas(ctx, result)
+    half = _slack(ctx, gram, float(lam[0]) if lam.size else 0.0) / 2
     top = np.linalg.eigvalsh(r.T @ r)[::-1][:lam.size]
     for i, (got, expected) in enumerate(zip(lam, top, strict=True)):
         if not abs(got - expected) <= half:
@@ -288,6 +323,12 @@ def _check_certificate(ctx: dict, result: dict, gram: dict) -> str | None:
                     f"within tau/2) is {expected:.12g} (bound {half:.3g}): not the Gram "
                     "matrix's largest eigenvalues")
     return None
+
+
+def _check_cells(ctx: dict, result: dict, gram: dict) -> str | None:
+    """A seeded sample of the cells computed again against their certificates."""
+    failure, gram["sampled"] = check_cells.spot_check(ctx, gram)
+    return failure
 
 
 def _check_deflated(ctx: dict, result: dict, gram: dict) -> str | None:

@@ -1,4 +1,4 @@
-"""The fast depth's pass over the data for pca-pipeline's check: ``X_c^T (X_c M)`` for a thin M.
+"""The fast depth's pass over the data for pca-pipeline's randomised method: ``X_c^T (X_c M)``.
 
 One pass over every block of rows, on the workers, gives ``C M`` for a ``features x m`` matrix
 ``M`` (the reported components and a few seeded vectors), with ``C = X_c^T X_c`` the centred Gram

@@ -21,6 +21,7 @@ sum of squares over ``samples - 1``). :mod:`pipelines.pca.check` verifies the re
 from __future__ import annotations
 
 import dask
+import dask.array as da
 import numpy as np
 
 from daskgpu import config as daskgpu_config
@@ -156,7 +157,13 @@ def rows_per_block(resolved: Resolved, itemsize: int) -> int:
 
 
 def array(resolved: Resolved):
-    """The lazy array of a run, and what describes it (source, seed, blocks)."""
+    """The lazy array of a run, and what describes it (source, seed, its blocks, their states).
+
+    Generated data on CPU workers are drawn block by block by
+    :func:`pipelines.pca.tasks.draw_block`, which notes the generator's state at every cell
+    (``about["states"]``: a delayed array a block); elsewhere (CuPy, an input) a block is
+    drawn or read whole and ``states`` is None.
+    """
     backend = resolved.backend
     samples, features = resolved["samples"], resolved["features"]
     dtype = np.dtype(resolved["dtype"])
@@ -164,16 +171,32 @@ def array(resolved: Resolved):
     if resolved["input"] is not None:
         source = resolved.inputs["input"]
         x = array_input.to_dask(source, (rows, features), backend)
-        return x, {"source": source.path, "format": source.kind, "input": source}
+        return x, {"source": source.path, "format": source.kind, "input": source,
+                   "blocks": list(x.to_delayed().ravel()), "states": None}
     seed = resolved["seed"]
-    z = synthetic.random_array((samples, features), (rows, features), dtype.name,
-                               shared.data_seed(seed), backend, "normal")
-    x = z.map_blocks(tasks.generate_block, dtype=dtype, meta=np.empty((0, 0), dtype),
-                     sigma=shared.spectrum(features),
-                     basis_t=np.ascontiguousarray(shared.basis(seed, features).T),
-                     library=backend.array_library)
-    return x, {"source": f"z diag(sigma) V^T, sigma_j = {shared.DECAY}^j", "seed": seed,
-               "input": None}
+    about = {"source": f"z diag(sigma) V^T, sigma_j = {shared.DECAY}^j", "seed": seed,
+             "input": None}
+    generate = {"sigma": shared.spectrum(features),
+                "basis_t": np.ascontiguousarray(shared.basis(seed, features).T),
+                "library": backend.array_library}
+    if backend.is_gpu:
+        z = synthetic.random_array((samples, features), (rows, features), dtype.name,
+                                   shared.data_seed(seed), backend, "normal")
+        x = z.map_blocks(tasks.generate_block, dtype=dtype, meta=np.empty((0, 0), dtype),
+                         **generate)
+        return x, {**about, "blocks": list(x.to_delayed().ravel()), "states": None}
+    sizes = da.core.normalize_chunks((rows, features), (samples, features))[0]
+    blocks, states = [], []
+    for number, count in enumerate(sizes):
+        z, noted = dask.delayed(tasks.draw_block, pure=True, nout=2)(
+            shared.data_seed(seed), number, count, features, dtype.name,
+            shared.cells(count))
+        blocks.append(dask.delayed(tasks.generate_block, pure=True)(z, **generate))
+        states.append(noted)
+    x = da.concatenate([da.from_delayed(b, (count, features), dtype=dtype,
+                                        meta=np.empty((0, 0), dtype))
+                        for b, count in zip(blocks, sizes, strict=True)])
+    return x, {**about, "blocks": blocks, "states": states}
 
 
 def check_seed(resolved: Resolved) -> int:
@@ -184,17 +207,28 @@ def check_seed(resolved: Resolved) -> int:
     return seed_word(words)
 
 
-def principal_components(x, resolved: Resolved):
-    """The delayed result of :func:`pipelines.pca.tasks.finish` for the lazy array ``x``."""
+def principal_components(x, about: dict, resolved: Resolved) -> tuple:
+    """The delayed result of :func:`pipelines.pca.tasks.finish` for the lazy array ``x``.
+
+    And for the exact method the delayed list of the blocks' cell certificates
+    (:func:`pipelines.pca.tasks.block_summary`) for the check's fast depth; else None.
+    """
     library = resolved.backend.array_library
-    blocks = list(x.to_delayed().ravel())
+    blocks = about["blocks"]
     k, features = resolved["components"], resolved["features"]
     if resolved["method"] == "exact":
         slices = None if resolved.backend.is_gpu else tasks.CPU_SLICE_ROWS
-        parts = [dask.delayed(tasks.r_summary, pure=True)(b, library, slices)
-                 for b in blocks]
-        return dask.delayed(tasks.finish, pure=True)(
-            tasks.tree(parts, tasks.combine_r), k)
+        q = shared.probes(resolved["seed"], resolved["samples"], features)
+        states = about["states"] or [None] * len(blocks)
+        parts, cells = [], []
+        for block, noted, count in zip(blocks, states, x.chunks[0], strict=True):
+            summary, certificate = dask.delayed(tasks.block_summary, pure=True, nout=2)(
+                block, noted, shared.cells(count, resolved.backend.is_gpu), q, library,
+                slices)
+            parts.append(summary)
+            cells.append(certificate)
+        result = dask.delayed(tasks.finish, pure=True)(tasks.tree(parts, tasks.combine_r), k)
+        return result, dask.delayed(list, pure=True)(cells)
     width = min(features, k + OVERSAMPLE)
     basis = tasks.starting_basis(check_seed(resolved), features, width)
     for _ in range(resolved["power_iters"]):
@@ -205,7 +239,7 @@ def principal_components(x, resolved: Resolved):
     parts = [dask.delayed(tasks.projected_r_summary, pure=True)(b, basis, library)
              for b in blocks]
     total = tasks.tree(parts, tasks.combine_r, basis=basis)
-    return dask.delayed(tasks.finish, pure=True)(total, k, basis)
+    return dask.delayed(tasks.finish, pure=True)(total, k, basis), None
 
 
 # --------------------------------------------------------------------------- value, output
@@ -274,9 +308,11 @@ def prepare(resolved: Resolved) -> Workload:
     x, about = array(resolved)
     samples, features = x.shape
     dtype = np.dtype(x.dtype)
-    result = principal_components(x, resolved)
+    result, cells = principal_components(x, about, resolved)
     passes = 1 if resolved["method"] == "exact" else resolved["power_iters"] + 1
     parts, outputs = {"result": result}, []
+    if cells is not None:
+        parts["cells"] = cells
     if resolved["project"] is not None:
         projected = pca_output.projection(x, result, resolved)
         write, temporary = output_files.store_array(projected, resolved["project"])

@@ -4,8 +4,9 @@ Generated data are rows ``x = z diag(sigma) V^T``: ``z`` standard normal, drawn 
 (``SeedSequence(data_seed, spawn_key=(block_number,))``, the scheme of
 :mod:`daskgpu.data.synthetic`), ``sigma`` the known spectrum below and ``V`` a known orthonormal
 basis from the run's seed. The population covariance is then ``V diag(sigma**2) V^T``: its principal
-components are the columns of ``V``, their variances ``sigma**2``. Nothing here factors or reduces
-the data.
+components are the columns of ``V``, their variances ``sigma**2``. And the fast depth's layout:
+the cells of a block (:func:`cells`) and the seeded probes ``Q`` (:func:`probes`) that the run
+certifies every cell with. Nothing here factors or reduces the data.
 """
 
 from __future__ import annotations
@@ -45,3 +46,40 @@ def basis(seed: int, features: int) -> np.ndarray:
     return q * np.where(np.diag(r) < 0, -1.0, 1.0)
 
 
+
+
+# --------------------------------------------------------------------------- the fast depth's
+# cells and probes: the run certifies every cell of every block against the probes ``Q``; the
+# check joins the certificates and computes a seeded sample of cells again.
+
+# Rows of a cell on CPU workers: 2 MiB of float64 at 256 features, so that a sample of cells is a
+# small share of a large array and the certificates (``features x PROBES`` a cell) a few MB.
+CELL_ROWS = 1024
+# Seeded standard normal vectors ``Q`` (features x PROBES, an even number: see
+# :func:`pipelines.pca.check._missed`) and their seed's tag.
+PROBES = 6
+PROBE_TAG = 0x9CA6
+
+
+def cells(rows: int, whole: bool = False) -> list[tuple[int, int]]:
+    """The cells of a block of ``rows`` rows: ``(first, stop)`` rows of each, in order.
+
+    ``CELL_ROWS`` rows each (the last one shorter), or the whole block (``whole``: on GPU
+    workers, whose generator draws a block in one call).
+
+    >>> cells(2500), cells(2500, whole=True)
+    ([(0, 1024), (1024, 2048), (2048, 2500)], [(0, 2500)])
+    """
+    step = rows if whole else CELL_ROWS
+    return [(first, min(first + step, rows)) for first in range(0, rows, max(step, 1))]
+
+
+def probes(seed: int | None, samples: int, features: int) -> np.ndarray:
+    """The seeded standard normal vectors ``Q`` (features x PROBES, float64).
+
+    From ``SeedSequence((seed, PROBE_TAG))``, or for an input (no seed) from its shape,
+    ``SeedSequence((samples, features, PROBE_TAG))``.
+    """
+    entropy = (seed, PROBE_TAG) if seed is not None else (samples, features, PROBE_TAG)
+    return np.random.default_rng(np.random.SeedSequence(entropy)).standard_normal(
+        (features, PROBES))

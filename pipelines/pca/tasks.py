@@ -9,6 +9,11 @@ mean_a`` and ``c = n_a n_b / n``, the scatter matrices add up to ``S_a + S_b + c
 the R factors stack with the row ``sqrt(c) d`` and are factored again (a TSQR tree), and the
 power steps add ``c d (d^T W)``. The mean is never subtracted from the whole array and the data
 are read once per pass. Only ``features x features`` matrices leave a worker.
+
+The exact method's task for a block (:func:`block_summary`) also certifies each cell of the block
+(:func:`pipelines.pca.shared.cells`) for the check's fast depth (:func:`cell_certificates`);
+generated blocks on CPU workers are drawn cell by cell, noting the generator's state at each
+(:func:`draw_block`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import math
 
 import numpy as np
 
+from daskgpu.toolkit import pcg64
 from daskgpu.toolkit.backends import to_host
 
 # On a CPU, Householder QR of a tall block is bound by memory (its panels do not stay in cache);
@@ -81,6 +87,58 @@ def projected_r_summary(block, basis=None, library="numpy"):
     r = xp.linalg.qr(projected, mode="r")
     squares = _squares(centred, xp)
     return rows, to_host(mean), np.asarray(to_host(r), dtype=np.float64), squares
+
+
+def draw_block(seed: int, number: int, rows: int, features: int, dtype: str, cuts) -> tuple:
+    """Standard normal ``z`` of block ``number`` drawn cell by cell, and the states at the cells.
+
+    The values of :func:`daskgpu.data.synthetic.random_array` (``default_rng`` of
+    ``SeedSequence(seed, spawn_key=(number,))``): consecutive draws continue the stream. The
+    generator's state as each cell (``cuts``: ``(first, stop)`` rows) begins is noted as six
+    words (:func:`daskgpu.toolkit.pcg64.state_words`), so that a check can draw a cell alone.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(number,)))
+    z = np.empty((rows, features), dtype=dtype)
+    states = np.zeros((len(cuts), pcg64.WORDS), dtype=np.uint64)
+    for j, (first, stop) in enumerate(cuts):
+        states[j] = pcg64.state_words(rng.bit_generator.state)
+        rng.standard_normal(out=z[first:stop], dtype=dtype)
+    return z, states
+
+
+def cell_certificates(block, cuts, probes, library="numpy") -> dict:
+    """Each cell's ``counts``, ``means``, ``squares`` and ``g = X_c^T (X_c Q)``, float64, host.
+
+    ``X_c``: the cell's rows centred on the cell's own column means, in float64 (one reused
+    buffer); ``squares`` its sum of squares; ``probes``: ``Q`` (features x PROBES).
+    """
+    xp = importlib.import_module(library)
+    q = xp.asarray(probes, dtype=np.float64)
+    counts = np.array([stop - first for first, stop in cuts], dtype=np.int64)
+    features, width = block.shape[1], q.shape[1]
+    means = np.empty((len(cuts), features))
+    squares = np.empty(len(cuts))
+    g = np.empty((len(cuts), features, width))
+    scratch = xp.empty((int(counts.max(initial=0)), features), dtype=np.float64)
+    for j, (first, stop) in enumerate(cuts):
+        mean = block[first:stop].sum(axis=0, dtype=np.float64) / counts[j]
+        centred = xp.subtract(block[first:stop], mean, out=scratch[:counts[j]])
+        squares[j] = _squares(centred, xp)
+        g[j] = to_host(centred.T @ (centred @ q))
+        means[j] = to_host(mean)
+    return {"counts": counts, "means": means, "squares": squares, "g": g}
+
+
+def block_summary(block, states, cuts, probes, library="numpy", slice_rows=None) -> tuple:
+    """The exact method's task for one block: :func:`r_summary` and the cells' certificates.
+
+    ``states``: the generator's noted states at the cells (:func:`draw_block`), or None where
+    the block was read or drawn whole on a device (then zeros).
+    """
+    certificate = cell_certificates(block, cuts, probes, library)
+    certificate["states"] = (np.zeros((len(cuts), pcg64.WORDS), dtype=np.uint64)
+                             if states is None else states)
+    return r_summary(block, library, slice_rows), certificate
 
 
 def _joined(a, b):

@@ -192,16 +192,6 @@ def test_a_noted_state_off_the_blocks_stream_is_refused(cpu_client):
         assert not check.ok and message in check.detail, check.detail
 
 
-def test_pcg64_distance_counts_the_steps_between_two_states():
-    bits = np.random.PCG64(np.random.SeedSequence(3, spawn_key=(1,)))
-    start = bits.state["state"]
-    for steps in (0, 1, 2, 12_345, 2**40 + 7):
-        moved = np.random.PCG64(np.random.SeedSequence(3, spawn_key=(1,)))
-        moved.advance(steps)
-        assert histogram_check._pcg64_distance(start["state"], moved.state["state"]["state"],
-                                               start["inc"]) == steps
-
-
 def test_the_rows_are_added_by_a_tree_that_keeps_the_sampled_blocks_rows(monkeypatch):
     monkeypatch.setattr(histogram_tasks, "MAX_FAN_IN", 3)  # 10 blocks: 4, then 2, then 1 step
     with dask.config.set(scheduler="sync"):
@@ -384,13 +374,15 @@ def test_npy_blocks_reach_the_kernel_as_views_of_the_mapped_file(tmp_path):
     assert seen.reshape(4, 2).tolist() == [[True, False]] * 4
     block = source.reader[50_000:150_000]
     histogram_tasks._block_histogram(block[:10], 0.0, 1.0, 16)  # compiled, outside the trace
-    tracemalloc.start()
-    try:
-        counts = histogram_tasks._block_histogram(block, 0.0, 1.0, 16)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < block.nbytes // 10, peak  # no copy of the 800 kB block on the way
+    peaks = []  # the least of three: a thread of another test's cluster may allocate meanwhile
+    for _ in range(3):
+        tracemalloc.start()
+        try:
+            counts = histogram_tasks._block_histogram(block, 0.0, 1.0, 16)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+    assert min(peaks) < block.nbytes // 10, peaks  # no copy of the 800 kB block on the way
     np.testing.assert_array_equal(counts[:16], np.histogram(block, 16, (0.0, 1.0))[0])
 
 
@@ -409,7 +401,8 @@ def test_the_timed_graph_draws_and_bins_every_block_once(monkeypatch):
             CPU2, values=40_000, chunks="10000", bins=8, seed=3)
         (raw,) = dask.compute(workload.collection)
     assert sorted(calls) == [0, 1, 2, 3]
-    assert raw["blocks"].shape == (4, 3) and raw["cells"].shape == (4, 9)
+    cells = 4 * histogram_shared.slabs((10_000,))  # every cell checked: fewer than a sample
+    assert raw["blocks"].shape == (4, 3) and raw["cells"].shape == (cells, 9)
 
 
 def test_the_timed_collection_holds_only_the_histograms(cpu_client, tmp_path):
@@ -424,7 +417,8 @@ def test_the_timed_collection_holds_only_the_histograms(cpu_client, tmp_path):
     assert not any("isfinite" in name or "isnan" in name or "numpy" in name
                    for name in layers), list(layers)
     assert raw["histograms"].shape == (4, 9) and raw["blocks"].shape == (4, 3)
-    assert raw["cells"].shape == (4, 9) and raw["states"].shape == (0, 6)
+    cells = 4 * histogram_shared.slabs((10_000,))
+    assert raw["cells"].shape == (cells, 9) and raw["states"].shape == (0, 6)
 
 
 # ------------------------------------------------------------------ the GPU branch on CPU

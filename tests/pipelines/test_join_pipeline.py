@@ -183,6 +183,24 @@ def test_generated_tables_have_the_promised_shape():
     assert len(left.merge(right, on="key")) == round(match * rows)
 
 
+def test_right_values_are_the_right_tables_y_whole_or_cut():
+    from daskgpu.data.synthetic_tables import permutation, right_frame, right_values
+
+    right_rows, seed = 2 * BLOCK_ROWS + 777, 4
+    whole = right_values((0, right_rows), right_rows=right_rows, seed=seed)
+    cuts = [0, 1000, BLOCK_ROWS, BLOCK_ROWS + 5, right_rows]
+    pieces = [right_values((a, b), right_rows=right_rows, seed=seed)
+              for a, b in zip(cuts, cuts[1:], strict=False)]
+    np.testing.assert_array_equal(np.concatenate(pieces), whole)
+    a, b = permutation(seed, right_rows)
+    frame = right_frame((5, right_rows - 3), right_rows=right_rows, multiplier=a, offset=b,
+                        seed=seed)
+    np.testing.assert_array_equal(frame["y"].to_numpy(), whole[5:right_rows - 3])
+    documented = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, 1)))
+    np.testing.assert_array_equal(whole[BLOCK_ROWS:2 * BLOCK_ROWS],
+                                  documented.random(BLOCK_ROWS))
+
+
 def computed(session, **params):
     return compute_as_runner(session, "join-pipeline", **params)
 

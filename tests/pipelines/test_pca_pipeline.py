@@ -14,7 +14,7 @@ from daskgpu.errors import InputFileError, ParameterError
 from daskgpu.toolkit.backends import Backend
 from daskgpu.toolkit.numeric import seed_word
 from pipelines.pca import check as pca_check
-from pipelines.pca import check_pass
+from pipelines.pca import check_cells, check_pass
 from pipelines.pca import shared as pca_data
 from pipelines.pca import tasks as pca_blocks
 
@@ -393,3 +393,207 @@ def test_on_gpu_workers_both_depths_verify_and_catch_a_rotation(method):
             altered = spec.mutations[0].alter(copy.deepcopy(raw))
             check = verify_on(session, spec, workload, altered, depth)
             assert not check.ok and "eigenvector" in check.detail, check.detail
+
+
+# ------------------------------------------------------------------ the fast depth's cells
+
+CELLS = {"samples": 40_000, "features": 16, "components": 4, "chunks": 10_000, "seed": 8}
+
+
+def _sampled(workload) -> list[int]:
+    """The cells the fast depth computes again (their numbers over all blocks)."""
+    from daskgpu.toolkit import spot_checks
+
+    population = sum(len(c) for c in check_cells.block_cells(workload.context))
+    return spot_checks.seeded_sample(population, spot_checks.sample_size(population),
+                                     check_cells.sample_seed(workload.context)).tolist()
+
+
+def _cell(raw, number: int) -> tuple[dict, int]:
+    """The certificate of cell ``number`` (over all blocks): its block's part and its index."""
+    for part in raw["cells"]:
+        if number < len(part["counts"]):
+            return part, number
+        number -= len(part["counts"])
+    raise IndexError(number)
+
+
+def _with_cells(raw) -> dict:
+    return {**raw, "cells": [{key: value.copy() for key, value in part.items()}
+                             for part in raw["cells"]]}
+
+
+def _hidden(raw, first: int, other: int, key: str, share: float = 1e-6) -> dict:
+    """``raw`` with ``+delta`` on cell ``first``'s ``key`` and ``-delta`` on cell ``other``'s:
+    the joined C Q, trace and mean do not change (the Freivalds test passes)."""
+    altered = _with_cells(raw)
+    (a, i), (b, j) = _cell(altered, first), _cell(altered, other)
+    delta = share * np.abs(a[key][i]).max()
+    a[key][i] += delta
+    b[key][j] -= delta
+    return altered
+
+
+@pytest.fixture(scope="module")
+def certified_run(cpu_client):
+    return compute_as_runner(cpu_client, "pca-pipeline", **CELLS)
+
+
+def test_the_cells_tile_the_blocks_and_their_certificates_join_into_the_gram_matrix(
+        cpu_client, certified_run):
+    spec, workload, raw = certified_run
+    assert [len(part["counts"]) for part in raw["cells"]] == [10] * 4  # 9 x 1024 + 784 rows
+    check = verify_on(cpu_client, spec, workload, raw, "fast")
+    assert check.ok, check.detail
+    assert f"{len(_sampled(workload))} of 40 cells checked again" in check.detail
+    ctx = workload.context
+    failure, gram = check_cells.certified(ctx, raw["cells"], pca_check.probes(ctx))
+    full = verify_on(cpu_client, spec, workload, raw, "full")
+    assert failure is None and full.ok
+    x = np.concatenate([pca_check.block_of(ctx, i) for i in range(4)])
+    centred = x - x.mean(axis=0)
+    scatter = centred.T @ centred
+    np.testing.assert_allclose(gram["cq"], scatter @ gram["probes"], rtol=1e-10,
+                               atol=1e-10 * np.trace(scatter))
+    assert gram["trace"] == pytest.approx(np.trace(scatter), rel=1e-12)
+    np.testing.assert_allclose(gram["mean"], x.mean(axis=0), atol=1e-14)
+
+
+def test_a_sampled_cells_certificate_altered_in_a_way_the_sums_hide_is_caught(cpu_client,
+                                                                            certified_run):
+    """+delta on one cell, -delta on another: C Q, the trace and the mean are unchanged (the
+    Freivalds test passes); the cells computed again disagree."""
+    spec, workload, raw = certified_run
+    first, other = _sampled(workload)[:2]
+    for key in ("g", "squares"):
+        check = verify_on(cpu_client, spec, workload, _hidden(raw, first, other, key), "fast")
+        assert not check.ok and "disagree with the run's certificates" in check.detail, \
+            check.detail
+        what = "X_c^T X_c Q" if key == "g" else "sum of squares"
+        assert check.detail.startswith("2 of") and what in check.detail, check.detail
+
+
+def test_a_noted_state_off_the_stream_is_caught(cpu_client, certified_run):
+    spec, workload, raw = certified_run
+    cell = next(c for c in _sampled(workload)[::-1] if c % 10 != 9)  # not a block's last
+    for word, message in ((1, "draws into the block's stream"), (3, "not on this block's"),
+                          (5, "does not end at the generator state noted")):
+        altered = _with_cells(raw)
+        part, i = _cell(altered, cell)
+        if word == 5:  # the half word of the next cell's state: the draw before it disagrees
+            part, i = _cell(altered, cell + 1)
+            part["states"][i, 4] ^= np.uint64(1)
+        else:
+            part["states"][i, word] += np.uint64(2)
+        check = verify_on(cpu_client, spec, workload, altered, "fast")
+        assert not check.ok and message in check.detail, (word, check.detail)
+
+
+def test_float32_cells_are_drawn_again_from_states_with_a_half_word(cpu_client):
+    params = {**CELLS, "samples": 12_000, "chunks": 3000, "dtype": "float32"}
+    spec, workload, raw = compute_as_runner(cpu_client, "pca-pipeline", **params)
+    assert {int(w) for part in raw["cells"] for w in part["states"][:, 4]} == {0, 1}
+    check = verify_on(cpu_client, spec, workload, raw, "fast")
+    assert check.ok and "cells checked again" in check.detail, check.detail
+    altered = _with_cells(raw)
+    cell = _sampled(workload)[-1]
+    part, i = _cell(altered, cell)
+    part["states"][i, 1] += np.uint64(1)
+    check = verify_on(cpu_client, spec, workload, altered, "fast")
+    assert not check.ok and "draws into the block's stream" in check.detail, check.detail
+
+
+def test_certificates_that_do_not_tile_the_rows_are_refused(cpu_client, certified_run):
+    spec, workload, raw = certified_run
+    altered = _with_cells(raw)
+    altered["cells"][2]["counts"][3] -= 1
+    check = verify_on(cpu_client, spec, workload, altered, "fast")
+    assert not check.ok and "do not tile its 10000 rows" in check.detail, check.detail
+    check = verify_on(cpu_client, spec, workload, {**raw, "cells": raw["cells"][:3]}, "fast")
+    assert not check.ok and "3 blocks of them for the run's 4 blocks" in check.detail
+    altered = _with_cells(raw)
+    altered["cells"][0]["g"][0, 0, 0] = np.nan
+    check = verify_on(cpu_client, spec, workload, altered, "fast")
+    assert not check.ok and "not finite" in check.detail, check.detail
+
+
+def _every_eighth_cell_off(original):
+    def drawn(*args, **kwargs):
+        z, states = original(*args, **kwargs)
+        for j, (first, stop) in enumerate(pca_data.cells(len(z))):
+            if j % 8 == 3:
+                z[first:stop] *= 1.001
+        return z, states
+
+    return drawn
+
+
+def test_rows_off_in_an_eighth_of_the_cells_fail_the_fast_depth(in_process_client, monkeypatch):
+    """A fault in the rows the run factors: R, its certificates and the variances agree with
+    one another (and with sampling error); only the cells drawn again show it."""
+    with monkeypatch.context() as patched:
+        patched.setattr(pca_blocks, "draw_block", _every_eighth_cell_off(pca_blocks.draw_block))
+        spec, workload, raw = compute_as_runner(in_process_client, "pca-pipeline", **CELLS)
+    check = verify_on(in_process_client, spec, workload, raw, "fast")
+    assert not check.ok and "disagree with the run's certificates" in check.detail, check.detail
+    assert "cell 3 of block" in check.detail, check.detail
+
+
+@pytest.mark.parametrize("kind", ["npy", "zarr"])
+def test_an_input_verifies_at_the_fast_depth_and_its_cells_are_read_again(cpu_client,
+                                                                        tmp_path, kind):
+    import zarr
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((5000, 8)) * np.linspace(2, 0.5, 8) + 30.0
+    path = str(tmp_path / f"x.{kind}")
+    if kind == "npy":
+        np.save(path, x)
+    else:
+        stored = zarr.open_array(path, mode="w", shape=x.shape, chunks=(700, 8), dtype=x.dtype)
+        stored[:] = x
+    spec, workload, raw = compute_as_runner(cpu_client, "pca-pipeline", input=path,
+                                            components=3, chunks=2500)
+    check = verify_on(cpu_client, spec, workload, raw, "fast")
+    assert check.ok and "6 of 6 cells" not in check.detail, check.detail
+    assert "all 6 cells checked again" in check.detail, check.detail
+    check = verify_on(cpu_client, spec, workload, _hidden(raw, 1, 4, "g"), "fast")
+    assert not check.ok and "X_c^T X_c Q off the certificate's" in check.detail, check.detail
+
+
+def test_device_branches_certify_and_recompute_a_whole_block(monkeypatch):
+    """The CuPy paths, through a stand-in: the run certifies a block as one cell, and the check
+    draws it again whole (an integer seed) and finds the same sums."""
+    xp = numpy_as_array_library(monkeypatch, ["asarray", "empty", "subtract", "dot", "einsum",
+                                              "matmul"])
+    ctx = {"shape": (1515, 6), "row_chunks": (1500, 15), "library": "xp_stand_in",
+           "input": None, "seed": 2, "dtype": "float64"}
+    assert check_cells.block_cells(ctx) == [[(0, 1500)], [(0, 15)]]
+    q = pca_data.probes(2, 1515, 6)
+    word = seed_word(np.random.SeedSequence(pca_data.data_seed(2), spawn_key=(1,)))
+    x = pca_blocks.generate_block(np.random.default_rng(word).standard_normal((15, 6)),
+                                  pca_data.spectrum(6), pca_data.basis(2, 6).T)
+    made = pca_blocks.cell_certificates(x, [(0, 15)], q, "xp_stand_in")
+    centred = x - x.mean(axis=0)
+    np.testing.assert_allclose(made["g"][0], centred.T @ centred @ q, rtol=1e-12)
+    f, multiplier = check_pass.framed(ctx, q)
+    ((j, sums),) = check_cells.cell_sums(ctx, 1, [0], None, f, multiplier)
+    assert j == 0 and xp.seeds == [word] and sums["count"] == 15
+    cells = {key: made[key] for key in ("counts", "means", "squares", "g")}
+    assert check_cells._compared(ctx, sums, cells, 0, q) is None
+    cells["g"] = cells["g"] * (1 + 1e-6)
+    assert "X_c^T X_c Q" in check_cells._compared(ctx, sums, cells, 0, q)
+
+
+@pytest.mark.gpu
+def test_on_gpu_workers_the_fast_depth_recomputes_whole_blocks():
+    with daskgpu.cluster(gpus="0", dashboard=False) as session:
+        spec, workload, raw = compute_as_runner(session, "pca-pipeline", samples=400_000,
+                                                features=64, components=5, seed=4,
+                                                chunks=100_000)
+        assert [len(part["counts"]) for part in raw["cells"]] == [1] * 4
+        check = verify_on(session, spec, workload, raw, "fast")
+        assert check.ok and "all 4 cells checked again" in check.detail, check.detail
+        altered = _hidden(raw, 0, 3, "squares", 1e-8)
+        check = verify_on(session, spec, workload, altered, "fast")
+        assert not check.ok and "disagree with the run's certificates" in check.detail
