@@ -8,8 +8,10 @@
 - :class:`SpillWatch`: the most bytes the workers held at once (in memory and spilled) and the
   bytes they wrote to disk, sampled while a run computes.
 - :func:`inject_from_environment`: faults that ``tests/faulty_cli.py`` (``cli.py`` with a fault)
-  reads from ``DASKGPU_TEST_FAULT``: worker processes that hang as they start, or a task that
-  raises an exception named like a CUDA library's (:func:`raise_like`).
+  reads from ``DASKGPU_TEST_FAULT``: worker processes that hang as they start, a task that
+  raises an exception named like a CUDA library's (:func:`raise_like`), a wrong answer or a
+  baseline that disagrees (:func:`sum_of_ones_pipeline`); and a spy that records every cluster
+  the run starts (:func:`record_cluster_starts`).
 """
 
 from __future__ import annotations
@@ -394,6 +396,12 @@ def fault_env(env: dict | None = None, **fault) -> dict:
     ends; ``hang="nanny-start"``: the same, but in the client's process (the nannies of a local
     cluster live there), before any worker process exists. ``raise_=(module, name, message)``:
     the pipeline ``failing-task`` is registered, its tasks raising :func:`raise_like`.
+    ``wrong_answer=True`` or ``baseline_disagrees=True``: the pipeline ``sum-of-ones`` is
+    registered, computing 101 instead of 100, or with a baseline that answers 101.
+    ``watch_clusters=PATH``: :func:`record_cluster_starts` writes to ``PATH``.
+    ``warm_up_log=PATH``: mean-pipeline gets a warm-up hook that appends a line to ``PATH`` on
+    each worker that runs it. ``exit_modules=PATH``: the command's process writes the names of
+    the packages it imported to ``PATH`` (a JSON list) as it exits.
     """
     import json
 
@@ -423,11 +431,108 @@ def inject_from_environment(main_name: str) -> None:
             await asyncio.sleep(10**6)
 
         Nanny.start_unsafe = never_starts
-    if "raise" in fault and main_name == "__main__":
+    if "warm_up_log" in fault and main_name in ("__main__", "__mp_main__"):
+        _log_warm_ups("mean-pipeline", fault["warm_up_log"])  # in the fork server too
+    if main_name != "__main__":
+        return
+    if "exit_modules" in fault:
+        import atexit
+
+        atexit.register(_write_imported_packages, fault["exit_modules"])
+    if "watch_clusters" in fault:
+        record_cluster_starts(fault["watch_clusters"])
+    specs = []
+    if "raise" in fault:
+        specs.append(failing_pipeline(*fault["raise"]))
+    if fault.get("wrong_answer") or fault.get("baseline_disagrees"):
+        specs.append(sum_of_ones_pipeline(extra=1.0 if fault.get("wrong_answer") else 0.0,
+                                          baseline_extra=1.0 if fault.get("baseline_disagrees")
+                                          else 0.0))
+    if specs:
         from daskgpu.toolkit import registry
 
-        spec = failing_pipeline(*fault["raise"])
-        registry.pipeline(spec.name, spec.summary, spec.params, spec.verify)(spec.prepare)
+        for spec in specs:
+            registry.pipeline(spec.name, spec.summary, spec.params, spec.verify,
+                              baseline=spec.baseline)(spec.prepare)
+
+
+def _log_warm_ups(name: str, path: str) -> None:
+    """Give pipeline ``name`` a warm-up hook that appends ``warm-up BACKEND`` to ``path``."""
+    import dataclasses
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import pipelines  # noqa: F401  (registers the built-in pipelines)
+    from daskgpu.toolkit import registry
+
+    def warm_up(backend_name: str) -> None:
+        with open(path, "a") as f:
+            f.write(f"warm-up {backend_name}\n")
+
+    registry._REGISTRY[name] = dataclasses.replace(registry.get(name), warm_up=warm_up)
+
+
+def _write_imported_packages(path: str) -> None:
+    import json
+
+    with open(path, "w") as f:
+        json.dump(sorted({name.split(".")[0] for name in sys.modules}), f)
+
+
+def record_cluster_starts(path: str) -> None:
+    """Append a line to ``path`` each time this process makes a cluster or a client.
+
+    Every cluster daskgpu starts is a ``SpecCluster`` (``LocalCluster``, ``LocalCUDACluster``)
+    made in the command's process; a scheduler of its own is reached through a ``Client``. An
+    absent file proves that a refused run started neither, nor any worker.
+    """
+    from distributed import Client
+    from distributed.deploy.spec import SpecCluster
+
+    def spy(cls):
+        original = cls.__init__
+
+        def init(self, *args, **kwargs):
+            with open(path, "a") as f:
+                f.write(f"{type(self).__name__}\n")
+            original(self, *args, **kwargs)
+
+        cls.__init__ = init
+
+    for cls in (SpecCluster, Client):
+        spy(cls)
+
+
+def assert_no_cluster_started(path) -> None:
+    """A run watched by :func:`record_cluster_starts` (into ``path``) made no cluster or client:
+    it was refused before any scheduler or worker started."""
+    started = Path(path).read_text().split() if Path(path).exists() else []
+    assert started == [], f"refused only after starting {started}"
+
+
+def sum_of_ones_pipeline(extra: float = 0.0, baseline_extra: float = 0.0):
+    """An unregistered pipeline, ``sum-of-ones``: 100 ones summed, checked against 100.
+
+    ``extra`` is added to the computed sum (a wrong answer its check catches); its baseline
+    answers ``100 + baseline_extra`` (one that disagrees with a right run).
+    """
+    from daskgpu.toolkit.registry import Pipeline, Verification, Workload
+
+    def prepare(resolved):
+        import dask.array as da
+        import numpy as np
+
+        return Workload(da.from_array(np.ones(100), chunks=50).sum() + extra, 100, 800)
+
+    def verify(workload, raw):
+        return Verification(float(raw) == 100.0, f"the sum is {float(raw):g}, expected 100")
+
+    def baseline(resolved):
+        began = time.perf_counter()
+        answer = 100.0 + baseline_extra
+        return time.perf_counter() - began + 1e-9, answer
+
+    return Pipeline("sum-of-ones", "a sum of 100 ones", (), prepare, verify, baseline=baseline)
 
 
 def working_pipeline(verify):

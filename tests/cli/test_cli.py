@@ -498,10 +498,35 @@ def test_wrong_answer_exits_1(tmp_path):
     assert rows.get("verified", "").startswith("NO"), proc.stdout
 
 
+def test_json_of_a_wrong_answer_is_valid_and_exits_1():
+    # sum-of-ones computes 101 where its check expects 100 (tests/fault_injection.py)
+    proc = fault_injection.run_faulty_cli("run", "sum-of-ones", "--workers", "1", "--json",
+                                          "--no-dashboard", env=no_gpu_env(), timeout=120,
+                                          wrong_answer=True)
+    assert proc.returncode == 1, show(proc)
+    doc = json.loads(proc.stdout)  # the whole of stdout is one JSON document
+    assert doc["pipeline"] == "sum-of-ones" and doc["value"] == 101.0
+    assert doc["verified"] is False and "the sum is 101" in doc["verification"]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("error: the result did not verify"), show(proc)
+
+
 # --------------------------------------------------------------------------- interrupts
 
 
 _alive = fault_injection.alive
+
+
+def _cpu_seconds(processes) -> float:
+    """The CPU time (user and system) ``processes`` have used, those still there."""
+    total = 0.0
+    for p in processes:
+        try:
+            times = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
 
 
 @pytest.mark.parametrize(
@@ -528,10 +553,13 @@ def test_interrupt_stops_run_and_workers(tmp_path, how, signum):
             children = psutil.Process(proc.pid).children(recursive=True)
             # "Dashboard:" is printed once the workers are up, right before computing.
             if len(children) >= 2 and "Dashboard:" in err_path.read_text():
+                started_at = _cpu_seconds(children)
                 break
             assert time.monotonic() < deadline, "workers did not start within 30 s"
             time.sleep(0.1)
-        time.sleep(1.0)
+        # Computing: the workers have spent CPU time on the run's tasks since the line.
+        fault_injection.wait_for(lambda: _cpu_seconds(children) - started_at >= 0.5
+                                 or proc.poll() is not None, timeout=60, what="computing")
         assert proc.poll() is None, "the run ended before it could be interrupted"
         for child in psutil.Process(proc.pid).children(recursive=True):
             try:

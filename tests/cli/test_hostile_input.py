@@ -13,6 +13,7 @@ import math
 import os
 import pathlib
 import re
+import subprocess
 import sys
 import time
 
@@ -24,8 +25,8 @@ from conftest import (
     TWO_GPUS,
     assert_one_error_line,
     fake_nvml_env,
-    run_cli,
 )
+from fault_injection import FAULTY_CLI, assert_no_cluster_started, fault_env, run_faulty_cli
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -457,27 +458,41 @@ CLI_CASES = [
 ]
 
 
+@pytest.fixture
+def cluster_log(tmp_path_factory):
+    """Where tests/faulty_cli.py records each cluster a run starts (``watch_clusters``)."""
+    return tmp_path_factory.mktemp("clusters") / "started"
+
+
+def test_the_cluster_watch_sees_a_run_start_its_cluster(cluster_log):
+    proc = run_faulty_cli("run", "mean-pipeline", "--size", "100", "--workers", "1",
+                          "--no-dashboard", "-q", env=_env(), timeout=60,
+                          watch_clusters=str(cluster_log))
+    assert proc.returncode == 0, proc.stderr
+    assert cluster_log.read_text().split() == ["LocalCluster", "Client"]
+
+
 @pytest.mark.parametrize(("pipeline", "args", "gpus", "fragment"), CLI_CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CLI_CASES)])
-def test_cli_hostile_option_is_one_error_line(pipeline, args, gpus, fragment):
-    started = time.perf_counter()
-    proc = run_cli("run", pipeline, *args, "--workers", "1", env=_env(gpus), timeout=60)
-    assert_one_error_line(proc, started, fragment)
+def test_cli_hostile_option_is_one_error_line(cluster_log, pipeline, args, gpus, fragment):
+    proc = run_faulty_cli("run", pipeline, *args, "--workers", "1", env=_env(gpus), timeout=60,
+                          watch_clusters=str(cluster_log))
+    assert_no_cluster_started(cluster_log)
+    assert_one_error_line(proc, None, fragment)
 
 
-def test_cli_undecodable_path_is_one_error_line():
+def test_cli_undecodable_path_is_one_error_line(cluster_log):
     # A path that is not UTF-8 reaches Python as surrogates; the error line must still print.
-    import subprocess
-
-    started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "cli.py"), "run", "trips-pipeline", "--input",
+        [sys.executable, str(FAULTY_CLI), "run", "trips-pipeline", "--input",
          b"/nonexistent-\xff.csv", "--workers", "1"],
-        capture_output=True, env=_env(), timeout=60, cwd=ROOT,
+        capture_output=True, env=fault_env(_env(), watch_clusters=str(cluster_log)),
+        timeout=60, cwd=ROOT,
     )
     proc.stdout = proc.stdout.decode()
     proc.stderr = proc.stderr.decode("utf-8", "replace")
-    assert_one_error_line(proc, started, "no such file")
+    assert_no_cluster_started(cluster_log)
+    assert_one_error_line(proc, None, "no such file")
 
 
 # ------------------------------------------------------------------- B. hostile input files
@@ -612,16 +627,16 @@ FILE_CASES = [
 
 @pytest.mark.parametrize(("pipeline", "key", "fragments"), FILE_CASES,
                          ids=[f"{p}-{k}" for p, k, _ in FILE_CASES])
-def test_cli_hostile_input_file_is_one_error_line(hostile_files, tmp_path, pipeline, key,
-                                                  fragments):
+def test_cli_hostile_input_file_is_one_error_line(hostile_files, tmp_path, cluster_log, pipeline,
+                                                  key, fragments):
     path = hostile_files[key]
     before = sorted(os.listdir(os.path.dirname(path)))
     out = tmp_path / ("out.csv" if pipeline != "mean-pipeline" else "unused")
     extra = ["--output", str(out)] if pipeline != "mean-pipeline" else []
-    started = time.perf_counter()
-    proc = run_cli("run", pipeline, "--input", path, *extra, "--workers", "1", env=_env(),
-                   timeout=60)
-    line = assert_one_error_line(proc, started, path)
+    proc = run_faulty_cli("run", pipeline, "--input", path, *extra, "--workers", "1",
+                          env=_env(), timeout=60, watch_clusters=str(cluster_log))
+    assert_no_cluster_started(cluster_log)
+    line = assert_one_error_line(proc, None, path)
     for fragment in fragments:
         assert re.search(fragment if "|" in fragment else re.escape(fragment), line), line
     assert sorted(os.listdir(os.path.dirname(path))) == before  # nothing written beside it

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import csv
 import os
-import time
 
 import numpy as np
 import pytest
 from conftest import fake_nvml_env, run_cli
+from fault_injection import assert_no_cluster_started, run_faulty_cli
 
 import daskgpu
 import pipelines  # noqa: F401  (registers the built-in pipelines)
@@ -162,7 +162,14 @@ def test_overwrite_flag_only_where_there_is_an_output():
 # ---------------------------------------------------------------------- the command line
 
 
-def _assert_refused(proc, target, started):
+@pytest.fixture
+def cluster_log(tmp_path_factory):
+    """Where tests/faulty_cli.py records each cluster a run starts (``watch_clusters``)."""
+    return tmp_path_factory.mktemp("clusters") / "started"
+
+
+def _assert_refused(proc, target, cluster_log):
+    assert_no_cluster_started(cluster_log)
     shown = f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
     assert proc.returncode == 2, shown
     assert proc.stdout == "" and "Traceback" not in proc.stderr, shown
@@ -170,20 +177,19 @@ def _assert_refused(proc, target, started):
     assert len(lines) == 1, shown
     assert lines[0] == (f"error: --output {target} exists; pass --overwrite (overwrite=True in "
                         "Python) to replace it, or choose another path"), shown
-    assert time.perf_counter() - started < 30  # before any cluster
 
 
 @pytest.mark.parametrize("pipeline", sorted(WITH_OUTPUT))
-def test_cli_keeps_an_existing_output(tmp_path, pipeline):
+def test_cli_keeps_an_existing_output(tmp_path, cluster_log, pipeline):
     target = tmp_path / WITH_OUTPUT[pipeline]
     _make_existing(target)
     before = _snapshot(target)
     size = {"trips-pipeline": ["--rows", "1000"],
             "histogram-pipeline": ["--values", "100"]}.get(pipeline, ["--size", "100"])
-    started = time.perf_counter()
-    proc = run_cli("run", pipeline, *size, "--output", str(target), "--workers", "1",
-                   "--no-dashboard", env=_env(), timeout=60)
-    _assert_refused(proc, target, started)
+    proc = run_faulty_cli("run", pipeline, *size, "--output", str(target), "--workers", "1",
+                          "--no-dashboard", env=_env(), timeout=60,
+                          watch_clusters=str(cluster_log))
+    _assert_refused(proc, target, cluster_log)
     assert _snapshot(target) == before
     assert sorted(os.listdir(tmp_path)) == [target.name]
 
@@ -203,7 +209,7 @@ def test_cli_overwrite_replaces_a_zarr_output(tmp_path):
     assert os.listdir(tmp_path) == ["grid.zarr"]
 
 
-def test_cli_bench_with_output_replaces_it_per_repeat(tmp_path):
+def test_cli_bench_with_output_replaces_it_per_repeat(tmp_path, cluster_log):
     target = tmp_path / "hist.npy"
     args = ["bench", "histogram-pipeline", "--values", "2000", "--bins", "4", "--range", "0", "1",
             "--cpu", "--workers", "1", "--repeat", "2", "--warmup", "1", "--no-dashboard",
@@ -213,7 +219,6 @@ def test_cli_bench_with_output_replaces_it_per_repeat(tmp_path):
     table = np.load(target)
     assert int(table["count"].sum()) == 2000
     before = _snapshot(target)
-    started = time.perf_counter()
-    again = run_cli(*args, env=_env(), timeout=60)
-    _assert_refused(again, target, started)
+    again = run_faulty_cli(*args, env=_env(), timeout=60, watch_clusters=str(cluster_log))
+    _assert_refused(again, target, cluster_log)
     assert _snapshot(target) == before

@@ -25,6 +25,14 @@ def _workers(scheduler_file: Path) -> list[str]:
         return sorted(client.ncores())
 
 
+def _written_address(scheduler_file):
+    """The address in a scheduler file once it is written whole, else None."""
+    try:
+        return json.loads(scheduler_file.read_text())["address"]
+    except (FileNotFoundError, ValueError, KeyError):  # not there yet, or half-written
+        return None
+
+
 @pytest.fixture(scope="module")
 def existing_cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("existing-cluster")
@@ -44,12 +52,10 @@ def existing_cluster(tmp_path_factory):
         start("scheduler", "scheduler", "--host", "127.0.0.1", "--port", "0",
               "--scheduler-file", str(scheduler_file), "--no-dashboard")
         deadline = time.monotonic() + 60
-        while not scheduler_file.exists() or not scheduler_file.read_text().strip():
+        while (address := _written_address(scheduler_file)) is None:
             assert procs[0].poll() is None, (base / "scheduler.log").read_text()
             assert time.monotonic() < deadline, "no scheduler file within 60 s"
             time.sleep(0.1)
-        time.sleep(0.2)  # let the writer finish the file
-        address = json.loads(scheduler_file.read_text())["address"]
         for i in range(2):
             start(f"worker{i}", "worker", "--scheduler-file", str(scheduler_file),
                   "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1")

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import types
 
 import pytest
 from conftest import run_cli
+from fault_injection import run_faulty_cli
 
 import daskgpu
 import pipelines  # noqa: F401  (registers the built-in pipelines)
 from daskgpu.errors import ParameterError
 from daskgpu.execution import bench as benchmarks
+from daskgpu.execution import report
 
 # Tiny parameters per built-in pipeline, for calling its baseline here on CPU.
 TINY = {
@@ -47,6 +51,8 @@ def test_strong_sweep_writes_json_and_png(tmp_path):
         assert m["baseline_s"] > 0 and m["ratio"] > 0
         assert m["speedup"] > 0 and m["efficiency"] > 0 and m["verified"]
     assert ms[0]["speedup"] == pytest.approx(1.0) and ms[0]["efficiency"] == pytest.approx(1.0)
+    # strong scaling: t(1)/t(2) from the reported medians, and efficiency that over 2 workers
+    assert ms[1]["speedup"] == pytest.approx(ms[0]["median_s"] / ms[1]["median_s"])
     assert ms[1]["efficiency"] == pytest.approx(ms[1]["speedup"] / 2)
     assert doc["hardware"]["cpu_count"] >= 1 and doc["hardware"]["gpus"] == []
     for lib in ("dask", "distributed", "numpy", "pandas", "numba", "daskgpu"):
@@ -70,14 +76,51 @@ def test_weak_sweep_grows_the_size(tmp_path):
     assert [m["params"]["values"] for m in ms] == [20_000, 40_000]
     assert [m["elements"] for m in ms] == [20_000, 40_000]
     assert ms[1]["efficiency"] == pytest.approx(ms[0]["median_s"] / ms[1]["median_s"])
+    assert ms[1]["speedup"] == pytest.approx(2 * ms[0]["median_s"] / ms[1]["median_s"])
 
 
-def test_weak_sweep_of_a_square_array_scales_its_side():
+def _measurement(devices: int, median_s: float, size: int = 100, shape=None):
+    """A made-up measurement: ``devices`` devices, every timed run ``median_s`` seconds."""
+    return benchmarks.Measurement(devices, {"size": size}, size * size, [median_s], median_s,
+                                  median_s, median_s, None, None, None, None, None, shape=shape)
+
+
+@pytest.mark.parametrize("weak", [False, True], ids=["strong", "weak"])
+def test_speedup_and_efficiency_come_from_the_medians(weak):
+    medians = {1: 2.0, 2: 1.25, 4: 0.8}
+    ms = [_measurement(k, t) for k, t in medians.items()]
+    benchmarks._scaling(ms, sweep=True, weak=weak)
+    for m in ms:
+        k, ratio = m.devices, medians[1] / medians[m.devices]  # t(1)/t(k)
+        if weak:  # k times the work in t(k): efficiency t(1)/t(k), speedup k t(1)/t(k)
+            assert (m.efficiency, m.speedup) == pytest.approx((ratio, k * ratio)), k
+        else:  # the same work: speedup t(1)/t(k), efficiency that over k
+            assert (m.speedup, m.efficiency) == pytest.approx((ratio, ratio / k)), k
+    assert ms[0].speedup == ms[0].efficiency == 1.0
+
+
+def test_weak_sweep_of_a_square_array_scales_its_side(monkeypatch):
+    """In two dimensions the side grows by sqrt(k): k devices get k times the elements."""
     spec = daskgpu.get_pipeline("mean-pipeline")
-    m = benchmarks.Measurement(1, {"size": 100}, 10_000, [1.0], 1.0, 1.0, 1.0, None, None,
-                               None, None, None, shape=[100, 100])
-    assert benchmarks._dimensions(m) == 2
     assert benchmarks._size_param(spec) == "size"
+    sides = []
+
+    @contextlib.contextmanager
+    def no_cluster(step_plan, warm_up=None):
+        yield types.SimpleNamespace(notices=(), kind="cpu", backend=step_plan.backend)
+
+    def measured(spec, session, resolved, repeat, warmup, baseline_runs, devices, note, verify):
+        sides.append(resolved["size"])
+        return _measurement(devices, 1.0, resolved["size"], [resolved["size"]] * 2)
+
+    monkeypatch.setattr(benchmarks.sessions, "start", no_cluster)
+    monkeypatch.setattr(benchmarks, "_measure", measured)
+    result = benchmarks.bench("mean-pipeline", {"size": 100}, {"cpu": True, "workers": 4}, 1, 0,
+                              sweep=True, weak=True)
+    assert [m.devices for m in result.measurements] == [1, 2, 3, 4]
+    assert sides == [100, 141, 173, 200]  # round(100 * k ** (1 / 2))
+    elements = [m.elements for m in result.measurements]
+    assert [e / elements[0] for e in elements] == pytest.approx([1, 2, 3, 4], rel=0.01)
 
 
 @pytest.mark.parametrize("name", sorted(TINY))
@@ -136,6 +179,35 @@ def test_weak_needs_a_size():
                          weak=True)
 
 
+def test_plot_draws_throughput_baseline_and_efficiency_per_device_count(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    drawn = []
+    save = Figure.savefig
+
+    def keep(figure, *args, **kwargs):
+        drawn.append(figure)
+        return save(figure, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    ms = [_measurement(k, t) for k, t in {1: 2.0, 2: 1.25, 4: 0.8}.items()]
+    for m, throughput, baseline in zip(ms, [10.0, 16.0, 25.0], [4.0, 6.0, 5.0], strict=True):
+        m.elements_per_s, m.baseline_elements_per_s = throughput, baseline
+    benchmarks._scaling(ms, sweep=True, weak=False)
+    result = benchmarks.BenchResult("mean-pipeline", "cpu", "strong", 1, 0, ms, {}, {})
+    png = tmp_path / "strong.png"
+    report.write_bench_plot(result, str(png))
+    assert png.read_bytes().startswith(b"\x89PNG") and len(drawn) == 1
+    throughput, efficiency = drawn[0].axes
+    curve, baseline = throughput.get_lines()
+    assert list(curve.get_xdata()) == [1, 2, 4]
+    assert list(curve.get_ydata()) == [10.0, 16.0, 25.0]
+    assert list(baseline.get_ydata()) == [5.0, 5.0]  # a horizontal line at the median baseline
+    assert list(efficiency.get_lines()[0].get_xdata()) == [1, 2, 4]
+    assert list(efficiency.get_lines()[0].get_ydata()) == pytest.approx([1.0, 0.8, 0.625])
+    assert "CPU workers" in throughput.get_xlabel() and "strong" in efficiency.get_title()
+
+
 def test_json_path_that_is_a_directory(tmp_path):
     (tmp_path / "d.json").mkdir()
     proc = run_cli("bench", "mean-pipeline", "--cpu", "--json", str(tmp_path / "d.json"))
@@ -143,18 +215,31 @@ def test_json_path_that_is_a_directory(tmp_path):
     assert proc.stderr.startswith("error:") and "is a directory" in proc.stderr
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
 def test_unwritable_json_path(tmp_path):
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o500)
-    try:
-        proc = run_cli("bench", "mean-pipeline", "--cpu", "--size", "100", "--repeat", "1",
-                       "--json", str(locked / "o.json"))
-    finally:
-        locked.chmod(0o700)
-    assert proc.returncode == 2
+    # A folder that is a regular file: no one, root included, can create a file in it.
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    proc = run_cli("bench", "mean-pipeline", "--cpu", "--size", "100", "--repeat", "1",
+                   "--json", str(not_a_folder / "o.json"))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and str(not_a_folder) in lines[0]
+    assert os.listdir(tmp_path) == ["file"]
     assert proc.stderr.startswith("error:") and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_bench_exits_1_when_the_baseline_disagrees(tmp_path):
+    # sum-of-ones computes 100; its baseline answers 101 (tests/fault_injection.py)
+    out = tmp_path / "out.json"
+    proc = run_faulty_cli("bench", "sum-of-ones", "--cpu", "--workers", "1", "--repeat", "1",
+                          "--warmup", "0", "--no-dashboard", "--json", str(out), timeout=120,
+                          baseline_disagrees=True)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""  # no table, no ratio
+    line = proc.stderr.splitlines()[-1]
+    assert line.startswith("error: sum-of-ones: the baseline's answer differs"), proc.stderr
+    assert "100.0 against 101.0" in line
+    assert os.listdir(tmp_path) == []  # no --json document of different work
 
 
 def test_bench_is_listed_and_run_is_unchanged():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 import daskgpu
@@ -52,6 +54,76 @@ def test_workers_that_nvml_shows_a_gpu_report_its_device_memory_peak():
     for w in workers:
         assert w["device_peak_bytes"] == 20 * gib
         assert w["host_peak_bytes"] > 10 * 2**20
+
+
+# Two runs on one worker that sees a made-up GPU. Each run's tasks set the GPU memory NVML
+# reports, one value after another, each until distributed's system monitor has sampled it; the
+# run's peak must be the largest of its own samples: not the last, nor an earlier run's.
+DEVICE_PEAKS = textwrap.dedent("""
+    import json, os, sys, time
+
+    import dask
+    import daskgpu
+    from daskgpu.toolkit.registry import Pipeline, Verification, Workload
+
+    GiB = 2**30
+    USED = sys.argv[1]
+
+
+    def reported(value, previous):
+        from distributed import get_worker
+
+        monitor = get_worker().monitor
+        with open(USED + ".partial", "w") as f:
+            f.write(str(value))
+        os.replace(USED + ".partial", USED)
+        deadline = time.monotonic() + 30
+        while monitor.quantities["gpu_memory_used"][-1] != value:  # until sampled
+            assert time.monotonic() < deadline, "no sample of the GPU memory in 30 s"
+            time.sleep(0.01)
+        return value
+
+
+    def using(*gib):
+        def prepare(resolved):
+            step = None
+            for n in gib:
+                step = dask.delayed(reported, pure=False)(n * GiB, step)
+            return Workload(step, len(gib), 8)
+
+        return Pipeline("gpu-memory", "s", (), prepare, lambda w, raw: Verification(True, "ok"))
+
+
+    if __name__ == "__main__":  # not again in the workers' fork server
+        with open(USED, "w") as f:
+            f.write(str(1 * GiB))
+        with daskgpu.cluster(cpu=True, workers=1, threads_per_worker=1,
+                             dashboard=False) as session:
+            runs = [daskgpu.run(using(3, 25, 5), session), daskgpu.run(using(7, 2), session)]
+        print(json.dumps([[w.get("device_peak_bytes") for w in r.workers] for r in runs]))
+""")
+
+
+def test_the_device_peak_is_the_largest_sample_of_the_run_itself(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT, fake_nvml_env
+
+    used = tmp_path / "gpu-memory-used"
+    spec = {"gpus": [{"name": "Fake H100", "uuid": "GPU-5e1f0000-0000-4000-8000-000000000001",
+                      "memory_total": 80 * 2**30, "memory_used_file": str(used)}]}
+    env = fake_nvml_env(spec)
+    env["DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL"] = "50ms"
+    script = tmp_path / "device_peaks.py"
+    script.write_text(DEVICE_PEAKS)
+    proc = subprocess.run([sys.executable, str(script), str(used)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first, second = json.loads(proc.stdout.splitlines()[-1])
+    assert first == [25 * 2**30]  # of 1 (before), 3, 25 and 5 GiB (the last sample)
+    assert second == [7 * 2**30]  # of 5 (before), 7 and 2 GiB: the first run's 25 is gone
 
 
 def test_local_workers_are_measured_from_here_after_the_first_run(cpu_client):

@@ -12,8 +12,10 @@ import time
 import urllib.request
 
 import psutil
+import pytest
 from conftest import ROOT, run_cli
 from conftest import alive as _alive
+from fault_injection import failing_pipeline
 
 
 def test_report_is_a_self_contained_html_file_naming_the_tasks(tmp_path):
@@ -27,6 +29,26 @@ def test_report_is_a_self_contained_html_file_naming_the_tasks(tmp_path):
     assert "cell_mean" in html  # the mean's final task, from the task stream
     assert not re.search(r"<script[^>]+src=", html)  # bokeh inlined, no CDN
     assert [p.name for p in tmp_path.iterdir()] == ["run.html"]
+
+
+def test_report_from_python_is_written_and_a_failed_run_leaves_none(in_process_client,
+                                                                      tmp_path):
+    import daskgpu
+    from daskgpu.errors import TaskFailed
+
+    target = tmp_path / "run.html"
+    result = daskgpu.run("mean-pipeline", in_process_client, size=500, report=str(target))
+    assert result.verified
+    html = target.read_text()
+    assert html.lstrip().lower().startswith("<!doctype html") and "Task Stream" in html
+    assert "cell_mean" in html  # this run's tasks
+    # A run whose task fails leaves nothing half-written: no report, no temporary beside it.
+    failed = tmp_path / "failed" / "run.html"
+    failed.parent.mkdir()
+    with pytest.raises(TaskFailed, match="no good"):
+        daskgpu.run(failing_pipeline("builtins", "ValueError", "no good"), in_process_client,
+                    report=str(failed))
+    assert os.listdir(failed.parent) == []
 
 
 def test_report_path_is_checked_before_running(tmp_path):

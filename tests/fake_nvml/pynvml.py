@@ -8,7 +8,9 @@ Put this directory first on ``sys.path`` (or ``PYTHONPATH`` for a subprocess) an
   "pci_bus_id": ..., "migs": [{"uuid": ..., "memory_total": ...}, ...]}, ...]}``.
 
 Only the calls daskgpu, dask-cuda and distributed's dashboard and system monitor make are
-implemented; a GPU's ``utilization`` (percent, default 37) is reported as its utilisation.
+implemented; a GPU's ``utilization`` (percent, default 37) is reported as its utilisation, and
+its ``memory_used_file``, where given, is a file holding the bytes in use (read at each call, so
+that a test can vary them; while it does not exist, ``memory_total - memory_free`` are).
 ``"cpu_affinity": "unsupported"`` at the top level makes ``nvmlDeviceGetCpuAffinity`` fail as it
 does in many VMs and containers.
 """
@@ -93,6 +95,11 @@ def nvmlDeviceGetMemoryInfo(handle):
     rec = _record(handle)
     total = rec.get("memory_total", 80 * 2**30)
     free = rec.get("memory_free", total)
+    try:
+        with open(rec["memory_used_file"]) as f:
+            free = total - int(f.read())
+    except (KeyError, OSError, ValueError):  # none given, none yet, or being written
+        pass
     return SimpleNamespace(total=total, free=free, used=total - free)
 
 
