@@ -28,6 +28,7 @@ __version__ = "0.1.0"
 _LAZY = {
     # running pipelines
     "cluster": ("daskgpu.clusters.session", "cluster"),
+    "connect": ("daskgpu.clusters.session", "connect"),
     "Session": ("daskgpu.clusters.session", "Session"),
     "run": ("daskgpu.execution.runner", "run"),
     "RunResult": ("daskgpu.execution.runner", "RunResult"),

@@ -1,6 +1,7 @@
 """Errors explained in one line: bad input or environment (2), a run that could not finish (1, 3).
 
-The exit codes of the command line: 1 when the workers died, 3 when a task raised.
+The exit codes of the command line: 1 when the workers died, 3 when a task raised or a
+pipeline's own code raised in this process.
 """
 
 from __future__ import annotations
@@ -80,6 +81,34 @@ class GPUError(TaskFailed):
 
     Out of device memory, a CUDA runtime or driver error, or a kernel that does not compile.
     """
+
+
+class PipelineFailed(DaskGPUError):
+    """An exception raised by a pipeline's own code in this process.
+
+    Its ``settle``, ``prepare``, ``verify``, ``present``, ``save`` or ``baseline``. The message
+    names the pipeline, the hook and the exception; the exception, with its traceback, is the
+    ``__cause__``. The command line prints the message and exits with code 3, as for a task
+    that raised on a worker.
+    """
+
+    exit_code = 3
+
+
+@contextlib.contextmanager
+def pipeline_code(pipeline: str, hook: str) -> Iterator[None]:
+    """Around a call of a pipeline's ``hook``: an exception it raises becomes a PipelineFailed.
+
+    A :class:`DaskGPUError` (a refusal in one line, already) passes through as it is.
+    """
+    try:
+        yield
+    except DaskGPUError:
+        raise
+    except Exception as exc:
+        detail = " ".join(str(exc).split()) or "(no message)"
+        raise PipelineFailed(f"{pipeline}: its {hook} raised {type(exc).__name__}: "
+                             f"{detail}") from exc
 
 
 # Flags of the command line, as a Python caller spells them.

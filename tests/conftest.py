@@ -192,24 +192,10 @@ def verify_on(session, spec, workload, raw, depth: str = "full"):
         return spec.check(workload, raw, depth)
 
 
-def numpy_as_array_library(monkeypatch, names):
-    """Register ``xp_stand_in``: a module that is not ``numpy`` but computes with its ``names``,
-    as CuPy's API is used; its generator takes an integer seed, as CuPy's does (``.seeds``)."""
-    import types
+@pytest.fixture
+def cupy_stand_in(monkeypatch):
+    """The strict CuPy stand-in (tests/strict_cupy.py), registered as ``cupy`` for one test:
+    NumPy underneath, refusing implicit host conversions and NumPy operands as CuPy does."""
+    import strict_cupy
 
-    import numpy as np
-
-    module = types.ModuleType("xp_stand_in")
-    for name in names:
-        setattr(module, name, getattr(np, name))
-    seeds = []
-
-    def default_rng(seed):
-        assert isinstance(seed, int)  # CuPy's generator takes an integer, not a SeedSequence
-        seeds.append(seed)
-        return np.random.default_rng(seed)
-
-    module.random = types.SimpleNamespace(default_rng=default_rng)
-    module.seeds = seeds
-    monkeypatch.setitem(sys.modules, "xp_stand_in", module)
-    return module
+    return strict_cupy.install(monkeypatch)

@@ -76,6 +76,11 @@ class ndarray:  # noqa: N801 - CuPy's name
         """A 1-D copy (CuPy returns a view where it can; a copy is as good for the kernels)."""
         return ndarray(_to_device(np.ascontiguousarray(self.get()).ravel()))
 
+    def __array__(self, *args, **kwargs):
+        """Refused, as by CuPy: a host copy is made only by ``get()``."""
+        raise TypeError("Implicit conversion to a NumPy array is not allowed. Please use "
+                        "`.get()` to construct a NumPy array explicitly.")
+
     def get(self):
         """The values, on the host."""
         return self._device.copy_to_host()

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import dask.config
@@ -25,7 +25,7 @@ from daskgpu.clusters import dashboard as dashboards
 from daskgpu.clusters.devices import Device
 from daskgpu.clusters.plan import LOOPBACK, ClusterPlan, describe_failure, plan
 from daskgpu.errors import ClusterError, DaskGPUError, python_names
-from daskgpu.toolkit import backends
+from daskgpu.toolkit import backends, registry
 from daskgpu.toolkit.backends import Backend
 
 
@@ -66,6 +66,17 @@ class Session:
     dashboard: str | None = None
     notices: tuple[str, ...] = ()
     worker_pids: dict = field(default_factory=dict, compare=False)
+    runs: list = field(default_factory=list, compare=False, repr=False)
+    closer: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+
+    def start_for_next_run(self) -> float | None:
+        """The start's seconds for the session's first run; None for every run after it.
+
+        A reused session's start is paid once: later runs neither report nor count it.
+        """
+        first = not self.runs
+        self.runs.append(None)
+        return self.start_s if first else None
 
     @property
     def backend(self) -> Backend:
@@ -84,6 +95,23 @@ class Session:
     def devices(self) -> tuple[Device, ...]:
         """The GPUs the workers compute on (empty on CPU)."""
         return self.backend.devices
+
+    def close(self) -> None:
+        """Shut down what :func:`connect` started (or disconnect from an existing scheduler).
+
+        Idempotent. Inside ``with daskgpu.cluster()`` the ``with`` does it on leaving, and so
+        does a ``with`` around :func:`connect`'s session.
+        """
+        closer = self.closer
+        object.__setattr__(self, "closer", None)
+        if closer is not None:
+            closer()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def __getattr__(self, name: str):
         # Only reached for names a Session does not define: before Session existed,
@@ -131,7 +159,13 @@ def _local_cuda_cluster_class():
     return LocalCUDACluster
 
 
-def _start_local(p: ClusterPlan, notices: list[str], warm_up: str | None = None):
+def _warm_up_names(warm_up: str | Sequence[str] | None) -> tuple[str, ...]:
+    if warm_up is None:
+        return ()
+    return (warm_up,) if isinstance(warm_up, str) else tuple(warm_up)
+
+
+def _start_local(p: ClusterPlan, notices: list[str], warm_up: tuple[str, ...] = ()):
     from distributed import LocalCluster
 
     cls = _local_cuda_cluster_class() if p.kind == "gpu" else LocalCluster
@@ -141,8 +175,9 @@ def _start_local(p: ClusterPlan, notices: list[str], warm_up: str | None = None)
     settings = {**daskgpu_config.scheduler_settings(), **p.worker_config}
     if p.kind == "cpu":
         settings.update(worker_processes.settings())
-    if warm_up is not None and daskgpu_config.get("worker.warm-up-on-start"):
-        settings[worker_setup.WARM_UP] = {"pipeline": warm_up, "backend": p.backend.name}
+    if warm_up and daskgpu_config.get("worker.warm-up-on-start"):
+        settings[worker_setup.WARM_UP] = {"pipelines": list(warm_up),
+                                          "backend": p.backend.name}
     with interrupts.interrupts_deferred(), warnings.catch_warnings(record=True) as caught, \
             dask.config.set(settings):
         warnings.simplefilter("always")
@@ -215,8 +250,12 @@ def _wait_for_workers(client, n: int, timeout: float = 60.0) -> None:
 
 
 @contextlib.contextmanager
-def start(p: ClusterPlan, warm_up: str | None = None) -> Iterator[Session]:
-    """Start what a plan says, its workers warmed for pipeline ``warm_up``; yield, close."""
+def start(p: ClusterPlan, warm_up: str | Sequence[str] | None = None,
+          current: bool = True) -> Iterator[Session]:
+    """Start what a plan says, its workers warmed for the pipeline(s) ``warm_up``; yield, close.
+
+    ``current``: the session's client is Dask's default client while it is open.
+    """
     from distributed import Client
 
     began = time.perf_counter()
@@ -229,7 +268,7 @@ def start(p: ClusterPlan, warm_up: str | None = None) -> Iterator[Session]:
             session = Session(client, None, "external",
                               dashboard=dashboards.served_link(client), notices=tuple(notices))
         else:
-            cluster = _start_local(p, notices, warm_up)
+            cluster = _start_local(p, notices, _warm_up_names(warm_up))
             if p.dashboard_on_first_visit:
                 dashboards.serve_on_first_visit(cluster.scheduler)
             _no_cuda_context_here()
@@ -242,7 +281,10 @@ def start(p: ClusterPlan, warm_up: str | None = None) -> Iterator[Session]:
                 dashboard = dashboards.where_served(dashboards.link_of(client), cluster)
             session = Session(client, p.backend, p.kind, p.n_workers, p.threads_per_worker,
                               time.perf_counter() - began, dashboard, tuple(notices))
-        with client.as_current(), dask.config.set(worker_processes.while_running(p.kind)):
+        # A session left open across a REPL's or a notebook's calls (connect) sets no context
+        # variable: it is handed to run() explicitly.
+        current_client = client.as_current() if current else contextlib.nullcontext()
+        with current_client, dask.config.set(worker_processes.while_running(p.kind)):
             yield session
     finally:
         with interrupts.closing():  # a second Ctrl-C waits until the cluster is closed
@@ -267,6 +309,8 @@ def cluster(
     rmm_pool_size: str | int | None = None,
     device_memory_limit: str | int | float | None = None,
     protocol: str = "tcp",
+    warm_up: str | Sequence[str] | None = None,
+    _current: bool = True,
 ) -> Iterator[Session]:
     """Start (or connect to) a cluster and yield its :class:`Session`; always close it.
 
@@ -308,6 +352,10 @@ def cluster(
         Spill device memory to host above this (``"30GB"`` or 0.8); GPU workers only.
     protocol : {"tcp", "ucx"}, default "tcp"
         Communication between GPU workers.
+    warm_up : str or list of str, optional
+        Pipelines to ready each started worker for as it starts (their modules imported, their
+        kernels loaded): the first run of each then pays no compilation, as from the command
+        line. Unknown names are refused before anything starts.
 
     Yields
     ------
@@ -328,5 +376,36 @@ def cluster(
             host=host, rmm_pool_size=rmm_pool_size, device_memory_limit=device_memory_limit,
             protocol=protocol,
         )
-    with start(chosen) as session:
+        for name in _warm_up_names(warm_up):
+            registry.get(name)  # an unknown name: refused before anything starts
+    with start(chosen, warm_up, current=_current) as session:
         yield session
+
+
+def connect(**options) -> Session:
+    """Start (or connect to) a cluster, as :func:`cluster` does, and return its open Session.
+
+    For a REPL or a notebook, where a ``with`` cannot span the calls: ``session.close()``
+    shuts it down (a ``with session:`` does it on leaving too). The client is not made Dask's
+    default: pass the session to :func:`daskgpu.run`.
+
+    Parameters
+    ----------
+    **options
+        Those of :func:`cluster` (``gpus``, ``cpu``, ``workers``, ``scheduler_address``, ...).
+
+    Returns
+    -------
+    Session
+        Open until ``close()``; what it started is also shut down when Python exits.
+
+    Examples
+    --------
+    >>> session = daskgpu.connect(cpu=True, workers=2)  # doctest: +SKIP
+    >>> daskgpu.run("mean-pipeline", session, size=2000).value  # doctest: +SKIP
+    >>> session.close()  # doctest: +SKIP
+    """
+    opened = contextlib.ExitStack()
+    session = opened.enter_context(cluster(**options, _current=False))
+    object.__setattr__(session, "closer", opened.close)
+    return session

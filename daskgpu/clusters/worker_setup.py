@@ -49,7 +49,8 @@ def dask_setup(worker) -> None:
     multiprocessing.set_start_method("spawn", force=True)
     warm_up = dask.config.get(WARM_UP, None)
     if warm_up:
-        _warm_up(warm_up["pipeline"], warm_up["backend"])
+        for pipeline in warm_up["pipelines"]:
+            _warm_up(pipeline, warm_up["backend"])
     if dask.config.get("daskgpu.worker.rmm-for-numba", False):
         try:
             route_numba_to_rmm()

@@ -21,7 +21,7 @@ import dask.system
 
 from daskgpu.clusters import session as sessions
 from daskgpu.clusters.plan import plan
-from daskgpu.errors import ParameterError, RunFailed
+from daskgpu.errors import ParameterError, RunFailed, pipeline_code
 from daskgpu.execution import answers, report, runner
 from daskgpu.toolkit import backends, registry
 from daskgpu.toolkit.registry import Resolved
@@ -166,15 +166,8 @@ def _baseline(spec, session, resolved: Resolved, times: int, value) -> float | N
         return None
     runs = []
     for _ in range(max(1, times)):
-        if resolved.backend.is_gpu:
-            client = session.client
-            worker = sorted(backends.scheduler_workers(client))[0]
-            future = client.submit(spec.baseline, resolved, workers=[worker], pure=False,
-                                   allow_other_workers=False)
-            seconds, answer = future.result()
-            future.release()
-        else:
-            seconds, answer = spec.baseline(resolved)
+        with pipeline_code(spec.name, "baseline"):
+            seconds, answer = _baseline_once(spec, session, resolved)
         wrong = answers.difference(value, answer)
         if wrong:
             raise BaselineDisagrees(
@@ -183,6 +176,20 @@ def _baseline(spec, session, resolved: Resolved, times: int, value) -> float | N
             )
         runs.append(float(seconds))
     return statistics.median(runs)
+
+
+def _baseline_once(spec, session, resolved: Resolved) -> tuple:
+    """One baseline run: here on CPU, on one worker on GPU (never in the client)."""
+    if not resolved.backend.is_gpu:
+        return spec.baseline(resolved)
+    client = session.client
+    worker = sorted(backends.scheduler_workers(client))[0]
+    future = client.submit(spec.baseline, resolved, workers=[worker], pure=False,
+                           allow_other_workers=False)
+    try:
+        return future.result()
+    finally:
+        future.release()
 
 
 def _measure(spec, session, resolved: Resolved, repeat: int, warmup: int, baseline_runs: int,

@@ -13,7 +13,7 @@ import dask
 
 from daskgpu.clusters import session as sessions
 from daskgpu.clusters.session import Session
-from daskgpu.errors import ParameterError, python_names
+from daskgpu.errors import ParameterError, pipeline_code, python_names
 from daskgpu.execution import faults, memory, task_errors
 from daskgpu.execution.progress import ProgressBar
 from daskgpu.toolkit import backends, output, registry
@@ -231,7 +231,7 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
     if bar is not None:
         bar.end()
     try:
-        value = _present_and_save(workload, raw, resolved.get("output"))
+        value = _present_and_save(spec.name, workload, raw, resolved.get("output"))
         t_output = time.perf_counter()
         # Outside compute_s and verify_s (it is not the work), and alongside the verification.
         pending_peaks = memory.peaks_in_background(session, marks)
@@ -248,13 +248,14 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
         for temporary, final in workload.outputs:
             output.commit(temporary, final)
     compute_s = t2 - t1
+    start_s = session.start_for_next_run()
     timings = {
-        "cluster_start_s": session.start_s,
+        "cluster_start_s": start_s,
         "build_s": t1 - t0,
         "compute_s": compute_s,
         "output_s": t_output - t2,
         "verify_s": t3 - t_verify,
-        "total_s": (t3 - began) + (session.start_s or 0.0),
+        "total_s": (t3 - began) + (start_s or 0.0),
     }
     return RunResult(
         pipeline=spec.name,
@@ -276,13 +277,15 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
     )
 
 
-def _present_and_save(workload, raw, path: str | None) -> Any:
+def _present_and_save(name: str, workload, raw, path: str | None) -> Any:
     """The reported value; a small result (``save``) written beside output ``path``."""
-    value = workload.present(workload, raw) if workload.present else raw
+    with pipeline_code(name, "present"):
+        value = workload.present(workload, raw) if workload.present else raw
     if workload.save is not None and path is not None:
         temporary = output.temporary_name(path)
         workload.outputs.append((temporary, path))
-        workload.save(workload, value, temporary)
+        with pipeline_code(name, "save"):
+            workload.save(workload, value, temporary)
     return value
 
 

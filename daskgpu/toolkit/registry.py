@@ -13,6 +13,7 @@ opened and checked. Build, verify, baseline and report all read that one object.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import inspect
 import os
@@ -23,7 +24,7 @@ from importlib.metadata import entry_points
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from daskgpu.errors import ParameterError, UnknownPipeline, python_names
+from daskgpu.errors import ParameterError, UnknownPipeline, pipeline_code, python_names
 from daskgpu.toolkit.params import Param
 from daskgpu.toolkit.workload import DEPTHS, Mutation, Verification, Workload
 
@@ -140,9 +141,10 @@ class Pipeline:
         """
         if depth not in DEPTHS[:2]:
             raise ValueError(f"depth {depth!r}: choose one of {', '.join(DEPTHS[:2])}")
-        if "depth" in inspect.signature(self.verify).parameters:
-            return replace(self.verify(workload, raw, depth=depth), depth=depth)
-        return replace(self.verify(workload, raw), depth="full")
+        with pipeline_code(self.name, "verify"):
+            if "depth" in inspect.signature(self.verify).parameters:
+                return replace(self.verify(workload, raw, depth=depth), depth=depth)
+            return replace(self.verify(workload, raw), depth="full")
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -188,7 +190,8 @@ class Pipeline:
         values = {p.name: p.convert(given.get(p.name)) for p in self.params}
         inputs: dict = {}
         if self.settle is not None:
-            values, inputs = self.settle(backend, values)
+            with pipeline_code(self.name, "settle"):
+                values, inputs = self.settle(backend, values)
         # Generated data gets a seed (drawn, and reported); data read from an input has none.
         if "seed" in values and values["seed"] is None and values.get("input") is None:
             values["seed"] = fresh_seed()
@@ -223,17 +226,36 @@ class Pipeline:
                     "replace it, or choose another path"
                 )
 
-    def build(self, backend: Backend, **params: Any):
+    def build(self, backend: Backend, presented: bool = False, **params: Any):
         """The lazy Dask collection of this pipeline, to compute or compose.
 
         Parameters
         ----------
         backend : Backend
             Where it will run (``daskgpu.get_backend("cpu")`` for NumPy chunks).
+        presented : bool, default False
+            False: the collection the run computes, whose value is the pipeline's raw result,
+            the one its ``verify`` checks (the mean pipeline's: a float carrying its block
+            sums; others': a dict of the answer and its certificates), to compose with your
+            own Dask code. True: a ``dask.delayed`` value that computes to what
+            ``daskgpu.run`` reports as ``result.value`` (the pipeline's ``present`` applied).
         **params
             Pipeline parameters; defaults fill the rest.
+
+        Returns
+        -------
+        dask collection
+            Lazy; nothing is computed and no output is written (outputs are the run's).
         """
-        return self.workload(backend, **params).collection
+        workload = self.workload(backend, **params)
+        if not presented or workload.present is None:
+            return workload.collection
+        import dask
+
+        # The workload rides in the function: as an argument, Dask would compute the
+        # collections its context holds (the data itself) before present saw them.
+        return dask.delayed(functools.partial(_present, workload), pure=False)(
+            workload.collection)
 
     def workload(self, backend: Backend, resolved: Resolved | None = None,
                  **params: Any) -> Workload:
@@ -241,10 +263,14 @@ class Pipeline:
         if resolved is None:
             with python_names():  # called from Python: errors name ``size=``, not ``--size``
                 resolved = self.resolve(backend, **params)
-        with backend.activate():
+        with backend.activate(), pipeline_code(self.name, "prepare"):
             built = self.prepare(resolved)
         built.resolved = resolved
         return built
+
+
+def _present(workload: Workload, raw: Any) -> Any:
+    return workload.present(workload, raw)
 
 
 _REGISTRY: dict[str, Pipeline] = {}
@@ -279,12 +305,25 @@ def pipeline(
     def register(prepare: Callable[[Resolved], Workload]) -> Pipeline:
         spec = Pipeline(name, summary, tuple(params), prepare, verify, settle, baseline,
                         tuple(mutations), warm_up)
-        if name in _REGISTRY and _REGISTRY[name].prepare is not prepare:
+        if name in _REGISTRY and not _redefines(_REGISTRY[name].prepare, prepare):
             raise ValueError(f"pipeline {name!r} is registered twice")
         _REGISTRY[name] = spec
         return spec
 
     return register
+
+
+def _redefines(registered: Callable, prepare: Callable) -> bool:
+    """Whether ``prepare`` may take the place of ``registered`` under the same name.
+
+    The same function, or the same definition run again: a notebook cell or a script
+    (``__main__``) re-run, or its module reloaded. Another module claiming the name may not.
+    """
+    if registered is prepare:
+        return True
+    same_module = registered.__module__ == prepare.__module__
+    return same_module and (prepare.__module__ == "__main__"
+                            or registered.__qualname__ == prepare.__qualname__)
 
 
 def _builtin_package():

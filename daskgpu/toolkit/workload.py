@@ -8,6 +8,7 @@ or ``off`` (no check, and the result says so).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -114,9 +115,20 @@ class Mutation:
     alter : callable
         ``alter(raw) -> raw``: a changed copy of the computed result (never the original).
     names : str
-        A word the failed verification's detail must contain: what disagreed.
+        A regular expression the failed verification's detail must match (``re.search``):
+        the quantity that was altered, as the check names it (a group's ``sum_xy``, a bin's
+        count), never a word any failure would contain.
     """
 
     name: str
     alter: Callable[[Any], Any]
     names: str
+
+    def named_in(self, detail: str) -> bool:
+        """Whether a failed verification's ``detail`` names the altered quantity.
+
+        >>> Mutation("a bin +1", lambda raw: raw, "bin [0-9]+: [0-9]+ counted").named_in(
+        ...     "bin 8: 2554 counted, numpy.histogram 2553")
+        True
+        """
+        return re.search(self.names, detail) is not None

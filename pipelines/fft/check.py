@@ -333,13 +333,18 @@ def _total_altered(raw: dict) -> dict:
     return {**raw, "result": result}
 
 
+# What a failed check's detail names (regular expressions, see Mutation.names).
+PEAK = r"peak 0 \(|reported peak [Xx]\["
+PARSEVAL = r"Parseval's identity fails: the spectrum's sum of squares"
 MUTATIONS = (
     Mutation("the largest peak moved by one column", lambda raw: _altered(raw, _moved_peak),
-             "peak"),
+             PEAK),
     Mutation("the last column block scaled by 1.001", lambda raw: _altered(raw, _scaled_block),
-             "Parseval"),
-    Mutation("the spectrum conjugated", lambda raw: _altered(raw, _conjugated), "sampled"),
-    Mutation("the peaks transposed", lambda raw: _altered(raw, _transposed), "peak"),
-    Mutation("a column's squares lost", lambda raw: _altered(raw, _lost_column), "Parseval"),
-    Mutation("sum of squares altered", _total_altered, "sum of squares"),
+             PARSEVAL),
+    Mutation("the spectrum conjugated", lambda raw: _altered(raw, _conjugated),
+             r"sampled cell X\[\d+, \d+\]: \S+ reported"),
+    Mutation("the peaks transposed", lambda raw: _altered(raw, _transposed), PEAK),
+    Mutation("a column's squares lost", lambda raw: _altered(raw, _lost_column), PARSEVAL),
+    Mutation("sum of squares altered", _total_altered,
+             r"^sum of squares \S+ is not the total of its columns'"),
 )

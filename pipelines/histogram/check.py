@@ -681,11 +681,19 @@ def _drop_block(bins, histograms):
     bins -= shared.bin_counts(shared.sampled(histograms)[0], len(bins))  # first sampled block
 
 
+# What a failed check's detail names (regular expressions, see Mutation.names): the fast
+# depth sees counts only through the blocks' totals and fingerprints, the full one bin by bin.
+FINGERPRINT = r"bin counts: their fingerprint"
+TOTAL_FAST = r"total: \d+ counted, the blocks' own"
+ONE_BIN = r"bin \d+: \d+ counted, numpy\.histogram \d+ \(1 of"
 MUTATIONS = (
-    Mutation("bins reversed", _altered_counts(_reverse), "bin"),
-    Mutation("shifted by one bin", _altered_counts(_shift), "bin"),
-    Mutation("one bin +1", _altered_counts(_add_one), "bin"),
-    Mutation("bin zeroed", _altered_counts(_zero), "bin"),
-    Mutation("two bins swapped", _altered_counts(_swap), "bin"),
-    Mutation("dropped block", _altered_counts(_drop_block), "total"),
+    Mutation("bins reversed", _altered_counts(_reverse),
+             rf"{FINGERPRINT}|bin 0: \d+ counted, numpy\.histogram"),
+    Mutation("shifted by one bin", _altered_counts(_shift), rf"{TOTAL_FAST}|bin 0: 0 counted"),
+    Mutation("one bin +1", _altered_counts(_add_one), rf"{TOTAL_FAST}|{ONE_BIN}"),
+    Mutation("bin zeroed", _altered_counts(_zero),
+             rf"{TOTAL_FAST}|bin \d+: 0 counted, numpy\.histogram \d+ \(1 of"),
+    Mutation("two bins swapped", _altered_counts(_swap),
+             rf"{FINGERPRINT}|bin \d+: \d+ counted, numpy\.histogram \d+ \(2 of"),
+    Mutation("dropped block", _altered_counts(_drop_block), r"^total: \d+ counted"),
 )

@@ -196,11 +196,12 @@ def _first_count_plus_one(raw: dict) -> dict:
 
 MUTATIONS = (
     Mutation("xy sums doubled", lambda raw: _change_column(raw, "xy", lambda c: c * 2),
-             "sum_xy"),
+             r"group \d+: sum_xy \S+ vs"),
     Mutation("mean y set to 0", lambda raw: _change_column(raw, "y", lambda c: c * 0),
-             "mean_y"),
-    Mutation("one group's count +1", _first_count_plus_one, "count"),
-    Mutation("two groups swapped", _swap_groups, "group 1"),
+             r"group \d+: mean_y 0 vs"),
+    Mutation("one group's count +1", _first_count_plus_one, r"group \d+: count \d+ vs"),
+    Mutation("two groups swapped", _swap_groups,
+             r"group 0: count \d+ vs .*; group 1: count \d+ vs"),
     Mutation("joined_rows +1", lambda raw: {**raw, "joined_rows": raw["joined_rows"] + 1},
-             "joined_rows"),
+             r"joined_rows \d+ vs"),
 )

@@ -420,19 +420,28 @@ def _unreduced_start(raw: dict) -> dict:
     return {**raw, "centroids": trajectory}
 
 
+# What a failed check's detail names (a regular expression, see Mutation.names).
+NOT_A_FIXED_POINT = r"initial centroid \d+ feature \d+ = \S+, the weighted mean"
 MUTATIONS = (
-    Mutation("a final centroid moved by 0.01", _moved_centroid, "centroid"),
-    Mutation("an inertia altered by 1 %", _altered_inertia, "inertia"),
+    Mutation("a final centroid moved by 0.01", _moved_centroid,
+             r"last centroid shift 0\.01 over --tol"),
+    Mutation("an inertia altered by 1 %", _altered_inertia,
+             r"inertia at iteration \d+: \S+ reported"),
     Mutation("iterations miscounted", lambda raw: {**raw, "iterations": raw["iterations"] + 1},
-             "iterations"),
-    Mutation("stopped one iteration early", _stopped_early, "iterations"),
-    Mutation("an initial centroid moved", _moved_start, "initial"),
+             r"^\d+ iterations reported, \d+ centroid sets"),
+    Mutation("stopped one iteration early", _stopped_early,
+             r"iterations stopped after \d+ \(of --max-iter \d+\) with a last centroid shift"),
+    Mutation("an initial centroid moved", _moved_start, NOT_A_FIXED_POINT),
     # k-means|| only (a random initialisation reports no weighed candidates):
-    Mutation("k-means|| candidate weight moved to another", _moved_weight, "weight"),
+    Mutation("k-means|| candidate weight moved to another", _moved_weight,
+             r"initial candidate \d+ has weight \d+"),
     Mutation("k-means|| candidate not a point of the data", _invented_candidate,
-             "initial candidate"),
-    Mutation("k-means|| candidates not reduced to k", _unreduced_start, "initial centroid"),
-    Mutation("k-means|| a sampled candidate left out", _dropped_candidate, "sampled"),
-    Mutation("k-means|| a round's sampling cost altered by 1 %", _altered_cost, "cost"),
+             r"initial candidate \d+ \(row \d+\) is"),
+    Mutation("k-means|| candidates not reduced to k", _unreduced_start, NOT_A_FIXED_POINT),
+    Mutation("k-means|| a sampled candidate left out", _dropped_candidate,
+             r"k-means\|\| round \d+: (the run's cells sampled \d+ points|row \d+ was not "
+             r"sampled)"),
+    Mutation("k-means|| a round's sampling cost altered by 1 %", _altered_cost,
+             r"k-means\|\| round \d+: sampling cost \S+ reported"),
 )
 KMEANS_PARALLEL_ONLY = "k-means||"  # the prefix of the mutations that apply to it alone

@@ -355,15 +355,20 @@ def _sum_altered(raw: dict) -> dict:
     return {**raw, "result": result}
 
 
+# What a failed check's detail names (a regular expression, see Mutation.names).
+FREIVALDS = r"Freivalds' check: block \(\d+, \d+\) of C"
 MUTATIONS = (
     Mutation("one block of C scaled by 1.001", lambda raw: _altered(raw, _scale_block),
-             "Freivalds"),
-    Mutation("a column block of C zero", lambda raw: _altered(raw, _zero_block), "Freivalds"),
+             FREIVALDS),
+    Mutation("a column block of C zero", lambda raw: _altered(raw, _zero_block),
+             FREIVALDS + r", row \d+, vector \d+: C r = 0,"),
     Mutation("blocks of C in the wrong places", lambda raw: _altered(raw, _misplaced_blocks),
-             "Freivalds"),
+             FREIVALDS),
     Mutation("a sampled entry changed by 0.1 %", lambda raw: _altered(raw, _changed_sample),
-             "sampled"),
-    Mutation("a block's squares lost", lambda raw: _altered(raw, _lost_squares), "squares"),
-    Mutation("Frobenius norm altered", _norm_altered, "norm"),
-    Mutation("sum altered", _sum_altered, "sum"),
+             r"sampled cell C\[\d+, \d+\]: \S+ reported"),
+    Mutation("a block's squares lost", lambda raw: _altered(raw, _lost_squares),
+             r"block \(0, 0\) of C: sum of squares 0 outside"),
+    Mutation("Frobenius norm altered", _norm_altered,
+             r"^Frobenius norm \S+ is not the root of its blocks' squares"),
+    Mutation("sum altered", _sum_altered, r"^sum \S+ is not the total of its blocks' sums"),
 )

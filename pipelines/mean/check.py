@@ -6,8 +6,8 @@ data the sums are pairwise distinct, each within its Hoeffding bound, and the me
 standard errors of 0.5.
 
 - ``full``: the sums are the blocks' own: a seeded sample of blocks, drawn again on the workers
-  from their documented per-block seeds, gives the same sums; for an input, a seeded sample of
-  blocks and the whole total, re-read on the workers with ``numpy.load``/Zarr in float64, agree.
+  from their documented per-block seeds, gives the same sums; for an input, every block's sum
+  and the whole total, re-read on the workers with ``numpy.load``/Zarr in float64, agree.
 - ``fast``: every block's sum is the total of its cells' sums (the run's certificate, geometry
   in :mod:`pipelines.mean.shared`), and a seeded sample of cells, as many as
   :func:`daskgpu.toolkit.spot_checks.sample_size` asks for a fault in a tenth of them to show
@@ -65,8 +65,6 @@ SUM_RTOL = 1e-10
 SAMPLE_SHARE = 0.05
 SAMPLE_MIN = 2
 SAMPLE_MAX = 64
-# Rows of an input re-read at once by verify's independent total.
-SLAB_BYTES = 64 * 2**20
 EPS = float(np.finfo(np.float64).eps)
 
 
@@ -96,8 +94,8 @@ def verify(workload: Workload, raw, depth: str = "full") -> Verification:
         ``full``: random data's sums fill the block grid, add up to the mean, are pairwise
         distinct and each within its Hoeffding bound of m/2, the mean lies within 6 standard
         errors of 0.5, and a sample of blocks drawn again on the workers from their seeds gives
-        the same sums; an input's sums fill the grid and add up to the mean, and a sample of
-        blocks and the whole total, re-read on the workers with ``numpy.load``/Zarr, agree.
+        the same sums; an input's sums fill the grid and add up to the mean, and every block's
+        sum and the whole total, re-read on the workers with ``numpy.load``/Zarr, agree.
         ``fast``: the same on the sums, then every block's sum is its cells' total, and a
         seeded sample of cells drawn again (or re-read) gives the same sums.
 
@@ -134,10 +132,10 @@ def _has_cells(ctx: dict) -> bool:
 
 
 def _passed(ctx: dict, mean: float, sums: np.ndarray) -> str:
-    sampled = len(_sampled_blocks(ctx))
     if ctx["source"] is not None:
-        return (f"{sums.size} block sums add up to the mean {mean:.12g}; {sampled} sampled "
-                "blocks and the whole total re-read from the input in float64 agree")
+        return (f"{sums.size} block sums add up to the mean {mean:.12g}; every block's sum and "
+                "the whole total re-read from the input in float64 agree")
+    sampled = len(_sampled_blocks(ctx))
     off = abs(mean - 0.5) / _standard_error(ctx["elements"])
     return (f"{sums.size} block sums add up to the mean {mean:.8f}, each within its bound; "
             f"{sampled} sampled blocks redrawn from their seeds agree; {off:.2f} standard "
@@ -267,43 +265,34 @@ def _redrawn_blocks(ctx: dict, sums: np.ndarray, locations) -> str | None:
     return None
 
 
-def _check_input_total(ctx: dict, r: _Result) -> str | None:
-    mean = r.mean
-    source = ctx["source"]
-    totals = dask.compute(*[
-        dask.delayed(region_sums, pure=True)(source.path, source.kind, (slice(start, stop),))
-        for start, stop in _slabs(source)
-    ])
-    total = math.fsum(float(t[0]) for t in totals)
-    absolute = math.fsum(float(t[1]) for t in totals)
-    count = ctx["elements"]
-    expected = total / count
-    if math.isnan(expected) or math.isnan(mean):
-        if math.isnan(expected) and math.isnan(mean):
-            return None
-        return f"mean {mean:.12g} against {expected:.12g}, the input's total re-read / {count}"
-    tolerance = INPUT_RTOL * max(absolute / count, np.finfo(np.float64).tiny)
-    if abs(mean - expected) <= tolerance:
-        return None
-    return (f"mean {mean:.12g} against {expected:.12g}, the input's total re-read in float64 / "
-            f"{count} elements (tolerance {tolerance:.2g})")
+def _check_input_blocks(ctx: dict, r: _Result) -> str | None:
+    """Every block re-read from the input in float64: its sum, then their total over the count.
 
-
-def _check_reread_blocks(ctx: dict, r: _Result) -> str | None:
-    sums = r.sums
+    One pass over the file: each block's region is read once, on the workers.
+    """
     source, chunk_sizes = ctx["source"], ctx["chunks"]
-    locations = _sampled_blocks(ctx)
-    tasks = [dask.delayed(region_sums, pure=True)(source.path, source.kind,
-                                                  _block_region(chunk_sizes, loc))
-             for loc in locations]
-    for loc, (total, absolute) in zip(locations, dask.compute(*tasks), strict=True):
-        reported = float(sums[loc])
+    locations = list(np.ndindex(*block_grid(chunk_sizes)))
+    found = dask.compute(*[dask.delayed(region_sums, pure=True)(
+        source.path, source.kind, _block_region(chunk_sizes, loc)) for loc in locations])
+    for loc, (total, absolute) in zip(locations, found, strict=True):
+        reported = float(r.sums[loc])
         if math.isnan(total) and math.isnan(reported):
             continue
         if not abs(reported - total) <= SUM_RTOL * absolute:
             return (f"block {loc}: sum {reported:.12g} reported, {total:.12g} recomputed "
                     "from the input file")
-    return None
+    count = ctx["elements"]
+    expected = math.fsum(float(t[0]) for t in found) / count
+    if math.isnan(expected) or math.isnan(r.mean):
+        if math.isnan(expected) and math.isnan(r.mean):
+            return None
+        return f"mean {r.mean:.12g} against {expected:.12g}, the input's total re-read / {count}"
+    tolerance = INPUT_RTOL * max(math.fsum(float(t[1]) for t in found) / count,
+                                 np.finfo(np.float64).tiny)
+    if abs(r.mean - expected) <= tolerance:
+        return None
+    return (f"mean {r.mean:.12g} against {expected:.12g}, the input's total re-read in float64 / "
+            f"{count} elements (tolerance {tolerance:.2g})")
 
 
 def _check_cell_count(ctx: dict, r: _Result) -> str | None:
@@ -365,7 +354,7 @@ def _check_reread_cells(ctx: dict, r: _Result) -> str | None:
 
 _RANDOM_CHECKS = (_check_grid, _check_mean_of_sums, _check_distinct, _check_block_bounds,
                   _check_standard_errors, _check_redrawn_blocks)
-_INPUT_CHECKS = (_check_grid, _check_mean_of_sums, _check_input_total, _check_reread_blocks)
+_INPUT_CHECKS = (_check_grid, _check_mean_of_sums, _check_input_blocks)
 _FAST_SUMS = (_check_grid, _check_mean_of_sums)
 _FAST_BOUNDS = (_check_distinct, _check_block_bounds, _check_standard_errors)
 _FAST_CELLS = (_check_cell_count, _check_cells_add_up)
@@ -503,12 +492,6 @@ def _sampled_blocks(ctx: dict) -> list[tuple[int, ...]]:
     return [_where(int(i), grid) for i in sorted(chosen)]
 
 
-def _slabs(source) -> list[tuple[int, int]]:
-    rows = source.shape[0]
-    step = max(1, SLAB_BYTES // max(1, source.nbytes // rows))
-    return [(start, min(start + step, rows)) for start in range(0, rows, step)]
-
-
 # --------------------------------------------------------------------------- mutations
 
 
@@ -558,16 +541,21 @@ def _misplaced_blocks(raw: BlockMean) -> BlockMean:
     return _from_sums(raw, np.roll(sums.ravel(), 1).reshape(sums.shape))
 
 
+# What a failed check's detail names (a regular expression, see Mutation.names).
+BLOCK_RECOMPUTED = r"block \([\d, ]+\): sum \S+ reported, \S+ recomputed"
 MUTATIONS = (
-    Mutation("constant 0.5", lambda raw: CellMean(0.5, raw.block_sums, _cells(raw)), "mean"),
-    Mutation("dropped block", _dropped_block, "block sums"),
-    Mutation("duplicated block", _duplicated_block, "block sums"),
-    Mutation("repeated per-block seed", _repeated_seed, "identical"),
+    Mutation("constant 0.5", lambda raw: CellMean(0.5, raw.block_sums, _cells(raw)),
+             r"^mean 0\.5 is not the block sums' total"),
+    Mutation("dropped block", _dropped_block, r"^block sums: \d+ for a grid of"),
+    Mutation("duplicated block", _duplicated_block, r"^block sums: \d+ for a grid of"),
+    Mutation("repeated per-block seed", _repeated_seed,
+             r"blocks \(0, 0\) and \(0, 1\): identical sums|block \(0, 1\): sum \S+ reported"),
     Mutation("wrong divisor",
-             lambda raw: _from_sums(raw, raw.block_sums, _elements(raw) - 1), "mean"),
+             lambda raw: _from_sums(raw, raw.block_sums, _elements(raw) - 1),
+             r"^mean \S+ is not the block sums' total"),
     Mutation("block sums accumulated in float32",
              lambda raw: _from_sums(raw, raw.block_sums.astype(np.float32).astype(np.float64)),
-             "recomputed"),
-    Mutation("a block's sum lost (zero)", _lost_block, "expected"),
-    Mutation("block sums in the wrong places", _misplaced_blocks, "recomputed"),
+             BLOCK_RECOMPUTED),
+    Mutation("a block's sum lost (zero)", _lost_block, r"block \([\d, ]+\): sum 0 (is|reported)"),
+    Mutation("block sums in the wrong places", _misplaced_blocks, BLOCK_RECOMPUTED),
 )

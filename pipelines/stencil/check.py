@@ -300,11 +300,13 @@ def _half_the_alpha(raw: dict) -> dict:
     return _scaled(raw, 1 / math.sqrt(_decay_seen(raw)))
 
 
+# What a failed check's detail names (a regular expression, see Mutation.names).
+DECAYED = r"u decayed as after \d+ steps of alpha \S+, not \d+"
 MUTATIONS = (
-    Mutation("no-op (u = u0)", _no_op, "did not move"),
-    Mutation("wrong step count (twice the steps)", _twice_the_steps, "probe u("),
-    Mutation("wrong alpha (half of it)", _half_the_alpha, "steps of alpha"),
-    Mutation("l2_norm set to 0", lambda raw: dict(raw, l2_norm=0.0), "l2_norm"),
+    Mutation("no-op (u = u0)", _no_op, r"u did not move from u0"),
+    Mutation("wrong step count (twice the steps)", _twice_the_steps, DECAYED),
+    Mutation("wrong alpha (half of it)", _half_the_alpha, DECAYED),
+    Mutation("l2_norm set to 0", lambda raw: dict(raw, l2_norm=0.0), r"^l2_norm 0 against"),
     Mutation("l2_norm scaled by 1.001", lambda raw: dict(raw, l2_norm=raw["l2_norm"] * 1.001),
-             "l2_norm"),
+             r"^l2_norm \S+ against lambda\^s"),
 )

@@ -253,14 +253,18 @@ def _inflated_train_accuracy(raw: dict) -> dict:
     return {**raw, "right": right}
 
 
+# What a failed check's detail names (a regular expression, see Mutation.names).
+WEIGHTS_MOVED = r"step \d+: (the weights moved by \S+ along probe|weights\[\d+, \d+\] = )"
 MUTATIONS = (
-    Mutation("one final weight perturbed", _perturbed_weight, "weights"),
-    Mutation("last step with twice the learning rate", _doubled_last_rate, "weights"),
-    Mutation("a step's loss altered by 1 %", _altered_loss, "loss"),
-    Mutation("train accuracy inflated by 1 %", _inflated_train_accuracy, "train accuracy"),
+    Mutation("one final weight perturbed", _perturbed_weight, WEIGHTS_MOVED),
+    Mutation("last step with twice the learning rate", _doubled_last_rate, WEIGHTS_MOVED),
+    Mutation("a step's loss altered by 1 %", _altered_loss, r"loss at step \d+: \S+ reported"),
+    Mutation("train accuracy inflated by 1 %", _inflated_train_accuracy,
+             r"train accuracy at step \d+: \S+ reported"),
     Mutation("test accuracy inflated by 2 %",
              lambda raw: {**raw, "test_right": raw["test_right"]
-                          + max(1, raw["test_right"] // 50)}, "test accuracy"),
+                          + max(1, raw["test_right"] // 50)}, r"^test accuracy \S+ reported"),
     Mutation("teacher's best accuracy altered",
-             lambda raw: {**raw, "test_best": raw["test_best"] * 1.001}, "best accuracy"),
+             lambda raw: {**raw, "test_best": raw["test_best"] * 1.001},
+             r"teacher's best accuracy \S+ reported"),
 )

@@ -335,9 +335,11 @@ def _drop_a_group(raw: dict) -> dict:
 
 
 MUTATIONS = (
-    Mutation("fare_sum tripled", _triple_fares, "fare_mean"),
-    Mutation("distance_sum set to 1", _unit_distances, "distance_mean_km"),
-    Mutation("one group's trips +1", _one_more_trip, "trips"),
-    Mutation("two groups swapped", _swap_two_groups, "trips"),
-    Mutation("a group dropped", _drop_a_group, "missing"),
+    Mutation("fare_sum tripled", _triple_fares, r"passengers -?\d+: fare_mean \S+ reported"),
+    Mutation("distance_sum set to 1", _unit_distances,
+             r"passengers -?\d+: distance_mean_km \S+ reported"),
+    Mutation("one group's trips +1", _one_more_trip, r"passengers -?\d+: trips \d+ reported"),
+    Mutation("two groups swapped", _swap_two_groups,
+             r"^2 of \d+ groups disagree .*passengers -?\d+: trips \d+ reported"),
+    Mutation("a group dropped", _drop_a_group, r"passengers -?\d+: missing \(reported: none"),
 )

@@ -66,7 +66,7 @@ def test_every_mutation_of_an_irfft2_result_is_caught(cpu_client, tmp_path, dept
         check = verify_on(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)),
                           depth)
         assert not check.ok, mutation.name
-        assert mutation.names in check.detail, (mutation.name, check.detail)
+        assert mutation.named_in(check.detail), (mutation.name, check.detail)
 
 
 def test_irfft2_needs_a_half_spectrum_input(tmp_path):
@@ -101,20 +101,22 @@ def test_cli_irfft2_run_and_bench_agree_with_numpy(tmp_path):
     assert measured["verified"] and measured["baseline_s"] > 0
 
 
-def test_the_real_inverse_block_on_the_array_module_path(monkeypatch):
-    """irfft2's last stage as on GPU workers (cupy.fft.irfft), on a NumPy stand-in."""
-    from conftest import numpy_as_array_library
-
+def test_the_real_inverse_block_on_the_array_module_path(cupy_stand_in):
+    """irfft2's last stage as on GPU workers (cupy.fft.irfft; the strict CuPy stand-in): the
+    NumPy branch's values, in device memory."""
     from pipelines.fft import tasks as fft_blocks
 
-    numpy_as_array_library(monkeypatch, ("fft",))
     rng = np.random.default_rng(2)
     rows = rng.standard_normal((5, 9)) + 1j * rng.standard_normal((5, 9))
     for n in (16, 17):
-        out = fft_blocks.along_columns(rows, library="xp_stand_in", value_type="float32",
-                                       real_length=n)
+        out = fft_blocks.along_columns(cupy_stand_in.asarray(rows), library="cupy",
+                                       value_type="float32", real_length=n)
+        assert isinstance(out, cupy_stand_in.ndarray)
         assert out.shape == (5, n) and out.dtype == np.float32
-        np.testing.assert_allclose(out, np.fft.irfft(rows, n=n, axis=1), rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(out.get(), fft_blocks.along_columns(
+            rows, value_type="float32", real_length=n))
+        np.testing.assert_allclose(out.get(), np.fft.irfft(rows, n=n, axis=1), rtol=0,
+                                   atol=1e-6)
 
 
 def test_a_fault_in_irfft2s_last_stage_fails_both_depths(in_process_client, monkeypatch,

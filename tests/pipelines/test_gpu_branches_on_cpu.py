@@ -1,8 +1,11 @@
-"""The CuPy and cuDF branches of the library, run on CPU through stand-ins for those libraries.
+"""The CuPy and cuDF branches of the library, run on CPU through strict stand-ins for those
+libraries (tests/strict_cupy.py; cuDF partitions as pandas frames whose columns' values are
+stand-in device arrays).
 
-What this shows: each branch calls the array library it is named (never NumPy behind its back),
-in the order and with the seeds the verification relies on, and hands results to the host. What
-it cannot show: CuPy's and cuDF's own behaviour (their generators, their memory).
+What this shows: each branch calls the array library it is named (never NumPy behind its back,
+never a host conversion CuPy would refuse), in the order and with the seeds the verification
+relies on, hands results to the host, and computes what the NumPy branch computes. What it
+cannot show: CuPy's and cuDF's own behaviour (their generators, their memory).
 """
 
 from __future__ import annotations
@@ -18,65 +21,34 @@ import pytest
 from daskgpu.data import synthetic
 from daskgpu.toolkit import backends
 
-DEVICE = "fake_device_array_library"
-
-
-class DeviceArray:
-    """An array the way the library sees a CuPy one: it has ``__cuda_array_interface__``."""
-
-    def __init__(self, values):
-        self.values = np.asarray(values)
-        self.ndim = self.values.ndim
-
-    @property
-    def __cuda_array_interface__(self):
-        return self.values.__array_interface__
-
-    def __iadd__(self, other):
-        self.values = self.values + np.asarray(other.values if isinstance(other, DeviceArray)
-                                               else other)
-        return self
-
-
-class DeviceFrame:
-    """A frame the way the library sees a cuDF one: it has ``to_pandas``."""
-
-    def __init__(self, frame):
-        self.frame = frame
-
-    def to_pandas(self):
-        return self.frame
-
 
 @pytest.fixture
-def device_library(monkeypatch):
-    """A module standing in for CuPy: a recording generator (integer seeds, as CuPy's)."""
+def device_library(cupy_stand_in, monkeypatch):
+    """The strict CuPy stand-in, its generators recording each draw: ``drawn``, (seed, size)."""
     drawn: list[tuple[int, int]] = []
+    make = cupy_stand_in.random.default_rng
 
-    class Generator:
-        def __init__(self, seed):
-            assert isinstance(seed, int)  # CuPy's default_rng takes an integer seed
-            self.seed, self.rng = seed, np.random.default_rng(seed)
+    def default_rng(seed):
+        rng = make(seed)
+        draw = rng.random
 
-        def random(self, size, dtype):
-            drawn.append((self.seed, size))
-            return DeviceArray(self.rng.random(size, dtype=dtype))
+        def random(size, dtype):
+            drawn.append((seed, size))
+            return draw(size, dtype=dtype)
 
-    module = types.ModuleType(DEVICE)
-    module.random = types.SimpleNamespace(default_rng=Generator)
-    module.zeros = lambda shape, dtype: DeviceArray(np.zeros(shape, dtype))
-    DeviceArray.sum = lambda self, dtype: DeviceArray(self.values.sum(dtype=dtype))
-    DeviceArray.__float__ = lambda self: float(self.values)
-    monkeypatch.setitem(sys.modules, DEVICE, module)
-    module.drawn = drawn
-    return module
+        rng.random = random
+        return rng
+
+    monkeypatch.setattr(cupy_stand_in.random, "default_rng", default_rng)
+    cupy_stand_in.drawn = drawn
+    return cupy_stand_in
 
 
 def test_device_block_sums_draw_each_block_in_pieces_from_its_own_seed(device_library):
     chunks = ((5, 4), (7,))
     sums = [synthetic._uniform_block_sum(
         {None: {"chunk-location": (i, 0)}}, seed=11, value_dtype="float64",
-        library=DEVICE, chunks_of_data=chunks, stream_elements=8) for i in range(2)]
+        library="cupy", chunks_of_data=chunks, stream_elements=8) for i in range(2)]
     # Each block: its own integer seed from its SeedSequence, drawn in pieces of at most 8.
     seeds = [int(np.random.SeedSequence(11, spawn_key=(i,)).generate_state(1, np.uint64)[0])
              for i in range(2)]
@@ -92,21 +64,24 @@ def test_device_block_sums_draw_each_block_in_pieces_from_its_own_seed(device_li
 def test_device_block_sum_equals_the_sum_of_the_block_drawn_whole(device_library):
     """What mean-pipeline's check recomputes (a block drawn whole) is what the run summed."""
     info = {None: {"chunk-location": (1, 0), "num-chunks": (2, 1), "chunk-shape": (4, 7)}}
-    block = synthetic._random_block(info, seed=3, value_dtype="float64", library=DEVICE)
-    streamed = synthetic._uniform_block_sum(info, seed=3, value_dtype="float64", library=DEVICE,
+    block = synthetic._random_block(info, seed=3, value_dtype="float64", library="cupy")
+    assert isinstance(block, device_library.ndarray) and block.shape == (4, 7)
+    streamed = synthetic._uniform_block_sum(info, seed=3, value_dtype="float64", library="cupy",
                                             chunks_of_data=((5, 4), (7,)), stream_elements=5)
-    assert streamed[0, 0] == pytest.approx(float(block.values.sum()), rel=1e-14)
+    assert streamed[0, 0] == pytest.approx(float(block.get().sum()), rel=1e-14)
 
 
-def test_to_host_moves_device_arrays_and_frames_recursively(monkeypatch):
-    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
-        asnumpy=lambda a: np.array(a.values)))
+def test_to_host_moves_device_arrays_and_frames_recursively(cupy_stand_in):
+    import strict_cupy
+
     frame = pd.DataFrame({"a": [1, 2]})
-    got = backends.to_host({"counts": DeviceArray([3, 4]), "total": DeviceArray(np.float64(7.5)),
-                            "table": DeviceFrame(frame), "plain": 2})
+    counts = cupy_stand_in.asarray([3, 4])
+    got = backends.to_host({"counts": counts, "total": (counts * 2.5).sum() / 2,
+                            "table": strict_cupy.DataFrame(frame), "plain": 2})
     assert isinstance(got["counts"], np.ndarray) and got["counts"].tolist() == [3, 4]
-    assert got["total"] == 7.5 and isinstance(got["total"], float)  # 0-d: a Python scalar
-    assert got["table"] is frame and got["plain"] == 2
+    assert got["total"] == 8.75 and isinstance(got["total"], float)  # 0-d: a Python scalar
+    assert isinstance(got["table"], pd.DataFrame) and got["plain"] == 2
+    pd.testing.assert_frame_equal(got["table"], frame)
 
 
 def _shuffle_tasks(backend, **params) -> set[str]:
@@ -137,16 +112,60 @@ def test_join_on_gpu_workers_shuffles_with_tasks_unless_told_otherwise():
             backends.Backend("gpu", "cupy", "cudf", (), 1, 1), shuffle="p2p")
 
 
+class CudfSeries(pd.Series):
+    """A column the way the library sees a cuDF one: ``.values`` in device memory (a strict
+    CuPy stand-in array), the host through ``to_pandas``."""
+
+    @property
+    def _constructor(self):
+        return CudfSeries
+
+    @property
+    def _constructor_expanddim(self):
+        return CudfFrame
+
+    @property
+    def values(self):
+        return sys.modules["cupy"].asarray(self.to_numpy())
+
+    def to_pandas(self):
+        return pd.Series(self.to_numpy(), index=pd.Index(self.index), name=self.name)
+
+
 class CudfFrame(pd.DataFrame):
-    """A partition the way the library sees a cuDF one: its own type, with ``to_pandas``."""
+    """A partition the way the library sees a cuDF one: its own type, with ``to_pandas``, its
+    columns :class:`CudfSeries`. pandas underneath, so that Dask's dataframe code runs on it."""
+
+    @property
+    def _constructor(self):
+        return CudfFrame
+
+    @property
+    def _constructor_sliced(self):
+        return CudfSeries
+
+    def assign(self, **columns):
+        """cuDF's: device arrays taken as columns (NumPy ones too, as pandas takes them)."""
+        cupy = sys.modules["cupy"]
+        return super().assign(**{name: value.get() if isinstance(value, cupy.ndarray) else value
+                                 for name, value in columns.items()})
 
     def to_pandas(self):
         return pd.DataFrame(self)
 
 
+def _group_split_cudf(frame, partition, k, ignore_index=False):
+    """Dask's shuffle split of a :class:`CudfFrame`: its partition numbers are a device column
+    (cuDF's own split takes them there); pandas' split, given them on the host."""
+    from dask.dataframe.backends import group_split_pandas
+
+    return group_split_pandas(frame, partition.to_numpy(), k, ignore_index)
+
+
 @pytest.fixture
-def fake_cudf(monkeypatch):
-    """A module standing in for cuDF that counts the frames it makes."""
+def fake_cudf(cupy_stand_in, monkeypatch):
+    """A module standing in for cuDF that counts the frames it makes (its columns' values are
+    the strict CuPy stand-in's arrays)."""
     import importlib.machinery
 
     module = types.ModuleType("cudf")
@@ -159,6 +178,9 @@ def fake_cudf(monkeypatch):
 
     module.from_pandas = from_pandas
     monkeypatch.setitem(sys.modules, "cudf", module)
+    from dask.dataframe.dispatch import group_split_dispatch
+
+    group_split_dispatch.register(CudfFrame, _group_split_cudf)
     return module
 
 
@@ -190,3 +212,15 @@ def test_join_graph_for_cudf_workers_holds_no_cudf_object_in_the_client(fake_cud
     assert sum(fake_cudf.made) >= 20_000 + 2_000  # both tables, partition by partition
     assert check.ok, check.detail
     assert raw["joined_rows"] == 6_000
+    cpu = backends.Backend("cpu", "numpy", "pandas", (), 1, 1)
+    on_cpu = spec.workload(cpu, rows=20_000, match=0.3, seed=1, partitions=4, **strategy)
+    with dask.config.set(scheduler="sync"):
+        want = dict(zip(on_cpu.collection, dask.compute(*on_cpu.collection.values()),
+                        strict=True))
+    for name in ("aggregate", "cells"):  # the pandas branch's tables, row for row
+        got, expected = (backends.to_host(table) for table in (raw[name], want[name]))
+        columns = list(expected.columns)
+        pd.testing.assert_frame_equal(
+            pd.DataFrame(got).sort_values(columns[:2]).reset_index(drop=True),
+            pd.DataFrame(expected).sort_values(columns[:2]).reset_index(drop=True),
+            check_exact=False, rtol=1e-12)

@@ -12,7 +12,7 @@ import tracemalloc
 import dask
 import numpy as np
 import pytest
-from conftest import compute_as_runner, numpy_as_array_library, run_cli, verify_on
+from conftest import compute_as_runner, run_cli, verify_on
 
 import daskgpu
 from daskgpu.data import array_input, synthetic
@@ -103,7 +103,7 @@ def test_an_altered_histogram_of_an_input_fails_verification(cpu_client, tmp_pat
     assert "chi-square" not in check.detail  # no distribution to test an input against
     for mutation in spec.mutations:
         altered = _verify(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)), depth)
-        assert not altered.ok and mutation.names in altered.detail, (mutation.name, altered)
+        assert not altered.ok and mutation.named_in(altered.detail), (mutation.name, altered)
     wrong_nan = dict(raw, histograms=raw["histograms"].copy())
     wrong_nan["histograms"][0, -1] -= 1
     assert "NaN: " in _verify(cpu_client, spec, workload, wrong_nan, depth).detail
@@ -222,7 +222,7 @@ def test_more_bins_than_a_cell_fills_checks_whole_blocks(cpu_client, depth):
         assert "all 4 blocks checked again" in check.detail, check.detail
     for mutation in spec.mutations:
         altered = _verify(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)), depth)
-        assert not altered.ok and mutation.names in altered.detail, (mutation.name, altered)
+        assert not altered.ok and mutation.named_in(altered.detail), (mutation.name, altered)
 
 
 def test_fingerprints_add_up_and_tell_rows_apart():
@@ -424,21 +424,28 @@ def test_the_timed_collection_holds_only_the_histograms(cpu_client, tmp_path):
 # ------------------------------------------------------------------ the GPU branch on CPU
 
 
-def test_gpu_branch_bins_a_seeded_sample_of_blocks_with_the_named_library(monkeypatch):
-    """Random data drawn by CuPy: no cells (its generator cannot start inside a block), so the
-    fast depth bins a seeded sample of whole blocks again, where they are, with the blocks'
-    own library's histogram (CuPy's, with NumPy's edges, NaN left out)."""
-    xp = numpy_as_array_library(monkeypatch, ("histogram", "asarray"))
+def test_gpu_branch_bins_a_seeded_sample_of_blocks_with_the_named_library(cupy_stand_in,
+                                                                           monkeypatch):
+    """Random data drawn by CuPy (the strict stand-in; the kernel run by its CPU twin): no
+    cells (its generator cannot start inside a block), so the fast depth bins a seeded sample
+    of whole blocks again, where they are, with the blocks' own library's histogram (CuPy's,
+    with NumPy's edges, NaN left out). The counts are NumPy's of the same values."""
+    import strict_cupy
+
+    from daskgpu.kernels.histogram import histogram as kernel
+    from pipelines.histogram import tasks as histogram_tasks
+
+    monkeypatch.setattr(histogram_tasks, "histogram", strict_cupy.host_kernel(kernel))
     calls = []
-    histogram = xp.histogram
+    histogram = cupy_stand_in.histogram
 
     def recorded(values, bins):
         calls.append(values.size)
-        assert isinstance(bins, np.ndarray)  # NumPy's edges, not CuPy's linspace
+        assert isinstance(bins, cupy_stand_in.ndarray)  # NumPy's edges, copied to the device
         return histogram(values, bins=bins)
 
-    xp.histogram = recorded
-    device = Backend("gpu", "xp_stand_in", "pandas", workers=1, threads=1)
+    cupy_stand_in.histogram = recorded
+    device = Backend("gpu", "cupy", "pandas", workers=1, threads=1)
     spec = daskgpu.get_pipeline("histogram-pipeline")
     with dask.config.set(scheduler="sync"):  # the first pass too: in this process
         workload = spec.workload(device, values=60_000, chunks="5000", bins=16, seed=2)
@@ -446,17 +453,25 @@ def test_gpu_branch_bins_a_seeded_sample_of_blocks_with_the_named_library(monkey
         check = spec.check(workload, raw, "fast")
         binned = len(calls)
         altered = spec.check(workload, spec.mutations[0].alter(copy.deepcopy(raw)), "fast")
+        values = np.concatenate([block.get() for block in dask.compute(
+            *workload.context["data"].to_delayed().ravel())])
     assert raw["cells"].shape == (0, 17) and raw["states"].shape == (0, 6)
     assert check.ok, check.detail
+    edges = workload.context["edges"]  # the NumPy branch's counts of the values drawn
+    np.testing.assert_array_equal(workload.present(workload, raw)["counts"],
+                                  np.histogram(values, bins=edges)[0])
     sampled = histogram_check._fast_blocks(workload.context)[1]
     extremes = {block for block, _ in workload.context["extremes"]}
     assert binned == len(set(sampled) | extremes) >= len(sampled) == 11
     assert f"{len(sampled)} of 12 blocks checked again" in check.detail, check.detail
     assert not altered.ok and "bin" in altered.detail
-    assert len(xp.seeds) >= 12  # the blocks drawn with integer seeds, as CuPy's generator
+    assert len(cupy_stand_in.seeds) >= 12  # the blocks drawn with integer seeds, as by CuPy
     values = np.array([0.5, np.nan, 0.25, 1.0])
-    line, picked = histogram_check.block_line(values, (0.0, 1.0, np.linspace(0, 1, 5)),
-                                              np.ones(5, np.uint64), "xp_stand_in", [3])
+    binning = (0.0, 1.0, np.linspace(0, 1, 5))
+    line, picked = histogram_check.block_line(cupy_stand_in.asarray(values), binning,
+                                              np.ones(5, np.uint64), "cupy", [3])
+    assert (line, picked) == histogram_check.block_line(values, binning, np.ones(5, np.uint64),
+                                                        "numpy", [3])
     assert line[:2] == [3, 1] and picked == [1.0]
 
 
@@ -472,7 +487,7 @@ def test_fast_on_gpu_workers_bins_sampled_blocks_again_on_the_devices():
         for mutation in spec.mutations:
             check = verify_on(session, spec, workload, mutation.alter(copy.deepcopy(raw)),
                               "fast")
-            assert not check.ok and mutation.names in check.detail, check.detail
+            assert not check.ok and mutation.named_in(check.detail), check.detail
 
 
 # ------------------------------------------------------------------ faults in the run itself

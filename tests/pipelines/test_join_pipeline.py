@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from dataclasses import replace
 
@@ -538,70 +537,48 @@ def test_a_shuffle_join_losing_rows_fails_both_depths(in_process_client, monkeyp
     assert "other joined rows than their definition" in checks["fast"].detail
 
 
-def test_redrawn_cells_compute_with_the_array_library_named(monkeypatch):
+def test_redrawn_cells_compute_with_the_array_library_named(cupy_stand_in, monkeypatch):
     """The sample's lookups and sums go through the library the workers compute with (CuPy on
-    GPU workers; a NumPy stand-in here) and give the NumPy answer."""
-    from conftest import numpy_as_array_library
-
+    GPU workers; the strict stand-in here) and give the NumPy answer."""
     names = ("asarray", "bincount")
-    module = numpy_as_array_library(monkeypatch, names)
     calls = Counter()
     for name in names:
-        real = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: (
+        real = getattr(cupy_stand_in, name)
+        monkeypatch.setattr(cupy_stand_in, name, lambda *a, _real=real, _name=name, **k: (
             calls.update([_name]), _real(*a, **k))[1])
     sizes = {"rows": 300_000, "right_rows": 30_000, "matched": 90_000}
     cells = list(range(16)) + [50]  # the first block's cells, and one of the fourth block
-    got = check_cells.redrawn_cells(cells, sizes, 5, "xp_stand_in")
+    got = check_cells.redrawn_cells(cells, sizes, 5, "cupy")
     want = check_cells.redrawn_cells(cells, sizes, 5, "numpy")
     assert calls["asarray"] == 1 + 2 * 17 and calls["bincount"] == 3 * 17
     for c in cells:
         for a, w in zip(got[c], want[c], strict=True):
+            assert isinstance(a, np.ndarray)  # on the host
             np.testing.assert_array_equal(a, w)
     assert sum(got[c][0].sum() for c in range(16)) == check_cells.defined_counts(
         300_000, 90_000)[0]
 
 
-def test_cell_sums_of_device_partitions_stay_on_the_device_until_small(monkeypatch):
-    """The run's certificates of a cuDF partition: arrays from its columns (``.values``), the
-    bincounts in their library, and only the non-empty cells copied to the host."""
-    from conftest import numpy_as_array_library
-
-    module = numpy_as_array_library(monkeypatch, ("arange", "bincount", "flatnonzero",
-                                                  "int64"))
-
-    class DeviceArray(np.ndarray):
-        pass
-
-    DeviceArray.__module__ = "xp_stand_in"
-
-    class Column:
-        def __init__(self, values):
-            self.values = np.asarray(values).view(DeviceArray)
-
-        def to_pandas(self):
-            return pd.Series(self.values)
-
-    class Frame:
-        def __init__(self, frame):
-            self.frame = frame
-            self.columns = frame.columns
-
-        def __len__(self):
-            return len(self.frame)
-
-        def __getitem__(self, name):
-            return Column(self.frame[name].to_numpy())
-
-        def to_pandas(self):
-            return self.frame
+def test_cell_sums_of_device_partitions_stay_on_the_device_until_small(cupy_stand_in):
+    """The run's certificates of a cuDF partition (the strict stand-ins): arrays from its
+    columns (``.values``), the bincounts in their library, only the non-empty cells copied to
+    the host; the pandas partition's sums."""
+    import strict_cupy
 
     joined = pd.DataFrame({"key": [1, 17, 2, 5], "x": [0.5, 0.25, 1.0, 2.0],
                            "y": [2.0, 4.0, 1.0, 0.5], "row": [0, 1, 2 * CELL_ROWS, 3]})
-    got = join_tasks._cell_sums(Frame(joined), (0,))
-    assert module is sys.modules["xp_stand_in"]
+    got = join_tasks._cell_sums(strict_cupy.DataFrame(joined), (0,))
+    assert isinstance(got, pd.DataFrame)
+    pd.testing.assert_frame_equal(got, join_tasks._cell_sums(joined, (0,)))
     assert got.to_dict("list") == {"cell": [0, 0, 2], "group": [1, 5, 2], "count": [2, 1, 1],
                                    "sum_xy": [2.0, 1.0, 1.0], "sum_y": [6.0, 0.5, 1.0]}
+    by_index = joined.drop(columns="row").set_index(pd.Index([0, 1, 2 * CELL_ROWS, 3]))
+    pd.testing.assert_frame_equal(
+        join_tasks._cell_sums(strict_cupy.DataFrame(by_index), (0, 7), {"number": 0}), got)
+    numbered = join_tasks._with_rows(strict_cupy.DataFrame(joined.drop(columns="row")), (5,))
+    assert isinstance(numbered, strict_cupy.DataFrame)
+    pd.testing.assert_frame_equal(numbered.to_pandas(),
+                                  join_tasks._with_rows(joined.drop(columns="row"), (5,)))
 
 
 @pytest.mark.gpu
@@ -614,4 +591,4 @@ def test_on_cudf_workers_both_depths_verify_and_catch_a_mutation(depth):
         assert check(session, spec, workload, raw, depth).ok
         mutation = spec.mutations[0]
         found = check(session, spec, workload, mutation.alter(raw), depth)
-        assert not found.ok and mutation.names in found.detail
+        assert not found.ok and mutation.named_in(found.detail)

@@ -12,7 +12,6 @@ import pytest
 from conftest import (
     assert_one_error_line,
     compute_as_runner,
-    numpy_as_array_library,
     run_cli,
     verify_on,
 )
@@ -256,36 +255,47 @@ def test_the_pipeline_modules_import_no_gpu_library():
 
 
 @pytest.fixture
-def stand_in_library(monkeypatch):
-    """NumPy as the array library, with CuPy's integer-seeded generator (conftest)."""
-    return numpy_as_array_library(monkeypatch, ("asarray", "zeros", "abs", "maximum", "sqrt",
-                                                "argmin", "take_along_axis", "arange",
-                                                "bincount", "where", "minimum", "einsum",
-                                                "concatenate", "flatnonzero", "full_like",
-                                                "inf", "isfinite", "partition", "full"))
+def device_kernel(cupy_stand_in, monkeypatch):
+    """The strict CuPy stand-in, with the Lloyd pass's kernel run by its CPU twin on the
+    stand-in's values (its results back in "device memory")."""
+    import strict_cupy
+
+    monkeypatch.setattr(kmeans_steps, "kmeans_pass",
+                        strict_cupy.host_kernel(kmeans_steps.kmeans_pass))
+    return cupy_stand_in
 
 
-def test_gpu_branches_draw_and_check_alike(stand_in_library):
+def test_gpu_branches_draw_and_check_alike(device_kernel):
+    cupy = device_kernel
     d, clusters, rows = 6, 3, 700
     centres = kmeans_steps.blob_centres(4, clusters, d)
-    x = kmeans_steps.make_shard(4, 1, rows, d, "float32", "xp_stand_in", centres)
+    x = kmeans_steps.make_shard(4, 1, rows, d, "float32", "cupy", centres)
+    assert isinstance(x, cupy.ndarray) and x.dtype == np.float32
+    host = x.get()
     on_numpy = kmeans_steps.make_shard(4, 1, rows, d, "float32", "numpy", centres)
-    assert not np.array_equal(x, on_numpy)  # another generator, seeded apart
-    start = x[:clusters].astype(np.float64)
+    assert not np.array_equal(host, on_numpy)  # another generator, seeded apart
+    start = host[:clusters].astype(np.float64)
     (sums, counts, inertia), _ = kmeans_steps.shard_pass(x, start)
-    totals = kmeans_check.shard_totals(4, 1, rows, clusters, "float32", "xp_stand_in",
+    (want_sums, want_counts, want_inertia), _ = kmeans_steps.shard_pass(host, start)
+    np.testing.assert_array_equal(counts, want_counts)  # the NumPy branch on the same points
+    np.testing.assert_allclose(sums, want_sums, rtol=1e-12)
+    assert inertia == pytest.approx(want_inertia, rel=1e-12)
+    totals = kmeans_check.shard_totals(4, 1, rows, clusters, "float32", "cupy",
                                        start[None], np.array([0, 2]))
-    seeds = stand_in_library.seeds
-    assert len(seeds) == 2 and seeds[0] == seeds[1]  # the run and the check drew shard 1 alike
+    assert len(cupy.seeds) == 2 and cupy.seeds[0] == cupy.seeds[1]  # shard 1 drawn alike
     np.testing.assert_array_equal(totals["picked"], start[[0, 2]])
     np.testing.assert_array_equal(totals["counts"][0], counts)
     np.testing.assert_allclose(totals["sums"][0], sums, rtol=1e-12)
     assert totals["inertia"][0] == pytest.approx(inertia, rel=1e-6)
     # k-means||: one round sampled from the first point, replayed and weighed by the check
-    first = x[:1].astype(np.float64)
+    first = start[:1]
     (_, _, cost), _ = kmeans_steps.shard_pass(x, first)
     factor = 2.0 * clusters
     kept, points = kmeans_init.sample_far(x, first, cost, factor, 4, 0, 1, start=rows)
+    want_kept, want_points = kmeans_init.sample_far(host, first, cost, factor, 4, 0, 1,
+                                                    start=rows)
+    np.testing.assert_array_equal(kept, want_kept)
+    np.testing.assert_allclose(points, want_points, rtol=1e-12)
     assert len(kept) > 0 and kept.min() >= rows
     candidates = np.concatenate([first, points])
     (_, weights, _), _ = kmeans_steps.shard_pass(x, candidates)
@@ -293,7 +303,7 @@ def test_gpu_branches_draw_and_check_alike(stand_in_library):
             "kept": [kept - rows], "features": d}
     for lost, wrong in ((0, 0), (1, 1)):
         got = kmeans_check.shard_totals(
-            4, 1, rows, clusters, "float32", "xp_stand_in", start[None], kept - rows, None,
+            4, 1, rows, clusters, "float32", "cupy", start[None], kept - rows, None,
             rows, candidates, {**plan, "kept": [(kept - rows)[lost:]]})
         assert got["sampling_wrong"].tolist() == [wrong]
     np.testing.assert_array_equal(got["picked"], points)
@@ -642,40 +652,43 @@ def test_the_fast_check_reads_an_inputs_points_again(in_process_client, points_f
     assert not check.ok and "differs from the input's file" in check.detail, check.detail
 
 
-def test_the_fast_checks_device_branch_computes_as_on_numpy(stand_in_library):
-    """The fast check's worker side on a CuPy-like library: the same totals as on NumPy."""
+def test_the_fast_checks_device_branch_computes_as_on_numpy(device_kernel):
+    """The fast check's worker side on CuPy (the strict stand-in): the same totals as on the
+    NumPy branch, for the same points."""
     from pipelines.kmeans import check_kept
 
+    cupy = device_kernel
     d, clusters, rows = 5, 3, 3000
     centres = kmeans_steps.blob_centres(4, clusters, d)
     x = kmeans_steps.make_shard(4, 0, rows, d, "float32", "numpy", centres)
+    on_device = cupy.asarray(x)
     sets = np.stack([x[:clusters].astype(np.float64), centres])
     probes = np.random.default_rng(1).standard_normal((d, 4))
     for finite_only in (False, True):
-        on_device = check_kept.lloyd_totals(stand_in_library, x, sets, 2**-24, finite_only,
-                                            probes)
-        on_numpy = check_kept.lloyd_totals(np, x, sets, 2**-24, finite_only, probes)
+        mine = check_kept.lloyd_totals(cupy, on_device, sets, 2**-24, finite_only, probes)
+        theirs = check_kept.lloyd_totals(np, x, sets, 2**-24, finite_only, probes)
         for key in ("counts", "projected", "inertia", "inertia_tol", "near"):
-            np.testing.assert_array_equal(on_device[key], on_numpy[key])
-    (sums, counts, inertia), _ = kmeans_steps.shard_pass(x, sets[0])
-    np.testing.assert_array_equal(on_numpy["counts"][0], counts)
-    np.testing.assert_allclose(on_numpy["projected"][0], sums @ probes, rtol=1e-9)
+            assert isinstance(mine[key], np.ndarray), key  # on the host
+            np.testing.assert_array_equal(mine[key], theirs[key])
+    (sums, counts, inertia), _ = kmeans_steps.shard_pass(on_device, sets[0])
+    np.testing.assert_array_equal(theirs["counts"][0], counts)
+    np.testing.assert_allclose(theirs["projected"][0], sums @ probes, rtol=1e-9)
     first = x[:1].astype(np.float64)
-    (_, _, cost), _ = kmeans_steps.shard_pass(x, first)
-    kept, points = kmeans_init.sample_far(x, first, cost, 6.0, 4, 0, 0)
+    (_, _, cost), _ = kmeans_steps.shard_pass(on_device, first)
+    kept, points = kmeans_init.sample_far(on_device, first, cost, 6.0, 4, 0, 0)
     candidates = np.concatenate([first, points])
     job = {"candidates": candidates, "cell": 256, "cells": [0, 3, 11], "start": 0,
            "plan": {"seed": 4, "index": 0, "costs": [cost], "ends": [1], "factor": 6.0,
                     "kept": [kept], "features": d}}
-    found, wrong = check_kept.init_cells(stand_in_library, x, job, 2**-24)
+    found, wrong = check_kept.init_cells(cupy, on_device, job, 2**-24)
     again, _ = check_kept.init_cells(np, x, job, 2**-24)
     assert len(wrong) == 0 and [f[0] for f in found] == [0, 3, 11]
     for mine, theirs in zip(found, again, strict=True):
         np.testing.assert_array_equal(mine[1], theirs[1])
         np.testing.assert_allclose(mine[3], theirs[3], rtol=1e-12)
-    drawn = check_kept.kept_data(stand_in_library, x, {"library": "xp_stand_in", "cell": 256,
-                                                       "dtype": "float32",
-                                                       "redraw": (4, 0, clusters)})
+    drawn = check_kept.kept_data(cupy, on_device, {"library": "cupy", "cell": 256,
+                                                   "dtype": "float32",
+                                                   "redraw": (4, 0, clusters)})
     assert drawn["compared"] == 0 and drawn["blob_points"].sum() == rows
 
 

@@ -11,7 +11,6 @@ import pytest
 from conftest import (
     assert_one_error_line,
     compute_as_runner,
-    numpy_as_array_library,
     run_cli,
     verify_on,
 )
@@ -222,10 +221,11 @@ def test_fast_recomputes_what_full_recomputes(monkeypatch):
         np.testing.assert_allclose(fast[key], value, rtol=1e-13, atol=1e-13, err_msg=key)
 
 
-def test_device_branch_of_the_fast_check_draws_whole_blocks_with_integer_seeds(monkeypatch):
-    """The CuPy path, through a stand-in: whole blocks drawn once, reduced with the library."""
-    xp = numpy_as_array_library(monkeypatch, ["asarray", "abs", "dot", "empty_like"])
-    ctx = _ctx(library="xp_stand_in")
+def test_device_branch_of_the_fast_check_draws_whole_blocks_with_integer_seeds(cupy_stand_in):
+    """The CuPy path (the strict stand-in): whole blocks drawn once, reduced with the library;
+    the sums NumPy's of the same blocks."""
+    xp = cupy_stand_in
+    ctx = _ctx(library="cupy")
     assert check_streamed.pieces(ctx, 13, 7) == [(0, 13)]  # a device never starts mid-block
     b_part = check_streamed.b_products(ctx, 0, 1, (0, 7))
     a_part = check_streamed.a_products(ctx, 1, 0, (0, 12), [[b_part], [b_part]])
@@ -243,6 +243,14 @@ def test_device_branch_of_the_fast_check_draws_whole_blocks_with_integer_seeds(m
     np.testing.assert_allclose(a_part["q"], a @ np.concatenate([b @ r, b @ r], axis=1),
                                rtol=1e-13)
     assert a_part["a_squares"] == pytest.approx(float((a * a).sum()), rel=1e-14)
+    # the run's summary of a block of C where it lives: as the NumPy branch's
+    c = np.random.default_rng(2).random((12, 4)).astype(np.float32)
+    info = {0: {"array-location": [(13, 25), (5, 9)]}}
+    packing = {"m": 9, "check_seed": 3, "n": 25,
+               "width": 2 + matmul_data.SAMPLED_CELLS + 13 * (1 + matmul_data.NORMAL_VECTORS)}
+    np.testing.assert_allclose(
+        matmul_tasks._block_summary(xp.asarray(c), info, **packing, library="cupy"),
+        matmul_tasks._block_summary(c, info, **packing), rtol=1e-14)
 
 
 # ------------------------------------------------------------------ faults in the computation

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import compute_as_runner, numpy_as_array_library, run_cli, verify_on
+from conftest import compute_as_runner, run_cli, verify_on
 
 import daskgpu
 from daskgpu.errors import InputFileError, ParameterError
@@ -120,22 +120,49 @@ def test_csv_output_has_a_row_per_component(cpu_client, tmp_path):
     assert len(lines) == 3 and len(lines[1].split(",")) == 3 + 6
 
 
-def test_gpu_branch_computes_with_the_blocks_library(monkeypatch):
-    """The summaries and the check's blocks go through the named library, as CuPy's would."""
-    xp = numpy_as_array_library(monkeypatch, ["asarray", "concatenate", "dot", "linalg"])
-    block = np.random.default_rng(0).standard_normal((50, 4))
-    rows, mean, r, _ = pca_blocks.r_summary(block, "xp_stand_in", None)
-    assert rows == 50 and r.shape == (4, 4)
+def _gram(r):
+    """``R^T R``: what an R factor determines (its rows' signs are the QR's choice)."""
+    return r.T @ r
+
+
+def test_gpu_branch_computes_with_the_blocks_library(cupy_stand_in):
+    """The summaries and the check's blocks on CuPy (the strict stand-in): the NumPy branch's
+    values, for the same block."""
+    cupy = cupy_stand_in
+    host = np.random.default_rng(0).standard_normal((50, 4))
+    block = cupy.asarray(host)
+    rows, mean, r, squares = pca_blocks.r_summary(block, "cupy", None)
+    want = pca_blocks.r_summary(host, "numpy", None)
+    assert rows == want[0] == 50 and isinstance(r, np.ndarray) and r.shape == (4, 4)
+    np.testing.assert_allclose(mean, want[1], rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(_gram(r), _gram(want[2]), rtol=1e-12, atol=1e-12)
+    assert squares == pytest.approx(want[3], rel=1e-13)
     w = pca_blocks.starting_basis(0, 4, 2)
-    assert pca_blocks.power_summary(block, w, "xp_stand_in")[2].shape == (4, 2)
-    assert pca_blocks.projected_r_summary(block, w, "xp_stand_in")[2].shape == (2, 2)
+    for summary, compared in ((pca_blocks.power_summary, np.asarray),
+                              (pca_blocks.projected_r_summary, _gram)):
+        got, theirs = summary(block, w, "cupy"), summary(host, w, "numpy")
+        assert isinstance(got[2], np.ndarray) and got[0] == theirs[0]
+        np.testing.assert_allclose(compared(got[2]), compared(theirs[2]), rtol=1e-12,
+                                   atol=1e-12)
+        np.testing.assert_allclose(got[1], theirs[1], rtol=1e-13, atol=1e-15)
+        assert got[3] == pytest.approx(theirs[3], rel=1e-13)
     z = np.random.default_rng(1).standard_normal((10, 4))
-    x = pca_blocks.generate_block(z, pca_data.spectrum(4), pca_data.basis(0, 4).T, "xp_stand_in")
-    assert x.shape == (10, 4)
-    ctx = {"shape": (20, 4), "row_chunks": (10, 10), "library": "xp_stand_in", "input": None,
+    factors = pca_data.spectrum(4), pca_data.basis(0, 4).T
+    x = pca_blocks.generate_block(cupy.asarray(z), *factors, "cupy")
+    assert isinstance(x, cupy.ndarray)
+    np.testing.assert_allclose(x.get(), pca_blocks.generate_block(z, *factors), rtol=1e-13)
+    ctx = {"shape": (20, 4), "row_chunks": (10, 10), "library": "cupy", "input": None,
            "seed": 0, "dtype": "float64"}
-    assert pca_check.block_of(ctx, 1).shape == (10, 4)
-    assert len(xp.seeds) == 1  # CuPy's generator seeded with an integer
+    drawn = pca_check.block_of(ctx, 1)
+    (word,) = cupy.seeds  # CuPy's generator seeded with an integer
+    z = np.random.default_rng(word).standard_normal((10, 4))
+    want = pca_blocks.generate_block(z, pca_data.spectrum(4), pca_data.basis(0, 4).T)
+    np.testing.assert_allclose(drawn.get(), want, rtol=1e-13)
+    rows, mean, scatter = pca_check.block_scatter(ctx, 1)
+    centred = want - want.mean(axis=0)
+    assert rows == 10 and isinstance(scatter, np.ndarray)
+    np.testing.assert_allclose(mean, want.mean(axis=0), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(scatter, centred.T @ centred, rtol=1e-12, atol=1e-13)
 
 
 def test_cli_run_json_is_verified():
@@ -234,10 +261,11 @@ def test_the_thin_pass_gives_the_gram_matrix_times_m(monkeypatch, tmp_path, dtyp
         np.testing.assert_allclose(fast["mean"], full["mean"], rtol=1e-12, atol=rounding)
 
 
-def test_device_branch_of_the_thin_pass_draws_a_block_whole(monkeypatch):
-    """The CuPy path, through a stand-in: z drawn once with an integer seed, reduced whole."""
-    xp = numpy_as_array_library(monkeypatch, ["asarray", "matmul", "einsum", "empty"])
-    ctx = {"shape": (40, 6), "row_chunks": (25, 15), "library": "xp_stand_in", "input": None,
+def test_device_branch_of_the_thin_pass_draws_a_block_whole(cupy_stand_in):
+    """The CuPy path (the strict stand-in): z drawn once with an integer seed, reduced whole;
+    the sums those of NumPy on the same z."""
+    xp = cupy_stand_in
+    ctx = {"shape": (40, 6), "row_chunks": (25, 15), "library": "cupy", "input": None,
            "seed": 2, "dtype": "float64"}
     m = np.random.default_rng(1).standard_normal((6, 3))
     rows, mean, product, squares = check_pass.block_products(ctx, 1, m)
@@ -561,19 +589,22 @@ def test_an_input_verifies_at_the_fast_depth_and_its_cells_are_read_again(cpu_cl
     assert not check.ok and "X_c^T X_c Q off the certificate's" in check.detail, check.detail
 
 
-def test_device_branches_certify_and_recompute_a_whole_block(monkeypatch):
-    """The CuPy paths, through a stand-in: the run certifies a block as one cell, and the check
-    draws it again whole (an integer seed) and finds the same sums."""
-    xp = numpy_as_array_library(monkeypatch, ["asarray", "empty", "subtract", "dot", "einsum",
-                                              "matmul"])
-    ctx = {"shape": (1515, 6), "row_chunks": (1500, 15), "library": "xp_stand_in",
+def test_device_branches_certify_and_recompute_a_whole_block(cupy_stand_in):
+    """The CuPy paths (the strict stand-in): the run certifies a block as one cell, as the NumPy
+    branch does, and the check draws it again whole (an integer seed) and finds the same
+    sums."""
+    xp = cupy_stand_in
+    ctx = {"shape": (1515, 6), "row_chunks": (1500, 15), "library": "cupy",
            "input": None, "seed": 2, "dtype": "float64"}
     assert check_cells.block_cells(ctx) == [[(0, 1500)], [(0, 15)]]
     q = pca_data.probes(2, 1515, 6)
     word = seed_word(np.random.SeedSequence(pca_data.data_seed(2), spawn_key=(1,)))
     x = pca_blocks.generate_block(np.random.default_rng(word).standard_normal((15, 6)),
                                   pca_data.spectrum(6), pca_data.basis(2, 6).T)
-    made = pca_blocks.cell_certificates(x, [(0, 15)], q, "xp_stand_in")
+    made = pca_blocks.cell_certificates(xp.asarray(x), [(0, 15)], q, "cupy")
+    on_numpy = pca_blocks.cell_certificates(x, [(0, 15)], q)
+    for key in ("counts", "means", "squares", "g"):
+        np.testing.assert_allclose(made[key], on_numpy[key], rtol=1e-12, atol=1e-14)
     centred = x - x.mean(axis=0)
     np.testing.assert_allclose(made["g"][0], centred.T @ centred @ q, rtol=1e-12)
     f, multiplier = check_pass.framed(ctx, q)

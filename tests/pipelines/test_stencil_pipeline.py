@@ -106,7 +106,7 @@ def test_every_mutation_is_caught_in_both_dtypes(cpu_client, small_runs, dtype, 
     assert verified(cpu_client, spec, workload, raw, depth).ok
     check = verified(cpu_client, spec, workload, mutation.alter(dict(raw)), depth)
     assert not check.ok, f"{mutation.name} still verifies: {check.detail}"
-    assert mutation.names in check.detail and "\n" not in check.detail
+    assert mutation.named_in(check.detail) and "\n" not in check.detail
 
 
 @pytest.mark.parametrize("depth", DEPTHS)
@@ -379,18 +379,40 @@ def test_fast_fails_certificates_that_do_not_fit(cpu_client, small_runs, alter, 
     assert not check.ok and needle in check.detail, check.detail
 
 
-def test_the_line_sums_on_the_array_module_path(monkeypatch):
-    """The certificate as on GPU workers (CuPy's API), on a NumPy stand-in."""
-    from conftest import numpy_as_array_library
+def test_a_block_on_the_array_module_path(cupy_stand_in, monkeypatch):
+    """A block's exchange and its certificate as on GPU workers (the strict CuPy stand-in; the
+    steps' kernel run by its CPU twin on the stand-in's memory): the NumPy branch's values."""
+    import strict_cupy
 
-    numpy_as_array_library(monkeypatch, ("asarray", "empty", "zeros"))
-    block = np.random.default_rng(3).random((7, 5)).astype(np.float32)
+    cupy = cupy_stand_in
+    monkeypatch.setattr(stencil_exchange, "heat_steps_in_place",
+                        strict_cupy.host_kernel(heat_steps_in_place, device=(0, 1)))
+    k, (h, w) = 2, (7, 5)
+    kwargs = {"k": k, "steps": 3, "alpha": 0.2, "edges": (True, False, True, False),
+              "origin": (0, 0), "n": 20, "shape": (h, w), "dtype": np.float32}
+    block = stencil_exchange._advance(None, [None] * 8, **kwargs, library="cupy")
+    assert isinstance(block, cupy.ndarray) and block.dtype == np.float32
+    host = stencil_exchange._advance(None, [None] * 8, **kwargs, library="numpy")
+    np.testing.assert_array_equal(block.get(), host)
+    neighbours = [None if di < 0 or dj < 0 else stencil_exchange._strip(block, -di, -dj, k)
+                  for di, dj in stencil_exchange.NEIGHBOURS]
+    again = stencil_exchange._advance(block, neighbours, **kwargs, library="cupy")
+    np.testing.assert_array_equal(again.get(), stencil_exchange._advance(
+        host, [None if s is None else s.get() for s in neighbours], **kwargs, library="numpy"))
     weights = stencil_data.line_weights(20)
-    got = stencil_exchange._line_sums(block, 4, 9, weights, library="xp_stand_in")
-    wide = block.astype(np.float64)
+    got = stencil_exchange._line_sums(block, 4, 9, weights, library="cupy")
+    assert isinstance(got, np.ndarray) and got.dtype == np.float64
+    np.testing.assert_array_equal(got, stencil_exchange._line_sums(host, 4, 9, weights))
+    wide = host.astype(np.float64)
     np.testing.assert_allclose(got, np.concatenate([wide @ weights[1][9:14],
                                                     weights[0][4:11] @ wide]), rtol=1e-13)
-    assert got.dtype == np.float64
+    info = {0: {"array-location": [(4, 11), (9, 14)]}}
+    summary = {"rows": [5, 0], "cols": [10, 0], "weights": weights, "sizes": (8, 6)}
+    np.testing.assert_array_equal(
+        stencil_exchange._block_summary(block, info, **summary, library="cupy"),
+        stencil_exchange._block_summary(host, info, **summary))
+    assert stencil_exchange._block_deviation(block, info, n=20, library="cupy") == \
+        stencil_exchange._block_deviation(host, info, n=20)
 
 
 FAULTED = {"size": 200, "chunks": "50", "steps": 12}  # 16 blocks; faults on 2 of them

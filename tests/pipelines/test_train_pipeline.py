@@ -12,7 +12,6 @@ import pytest
 from conftest import (
     assert_one_error_line,
     compute_as_runner,
-    numpy_as_array_library,
     run_cli,
     verify_on,
 )
@@ -213,32 +212,30 @@ def test_shard_keys_pickle_as_keys_only(cpu_client):
 # ------------------------------------------------------------- the GPU branches, on NumPy
 
 
-@pytest.fixture
-def stand_in_library(monkeypatch):
-    """NumPy as the array library, with CuPy's integer-seeded generator (conftest); arrays
-    come back through ``to_host``."""
-    return numpy_as_array_library(monkeypatch, (
-        "asarray", "empty", "zeros", "argmax", "log", "exp", "arange", "sqrt", "abs", "sort",
-        "take_along_axis", "bincount", "full_like", "moveaxis", "inf", "full", "stack",
-        "einsum", "concatenate", "partition"))
-
-
-def test_gpu_branches_draw_train_and_check_alike(stand_in_library):
+def test_gpu_branches_draw_train_and_check_alike(cupy_stand_in):
+    """Drawn, trained and checked on CuPy (the strict stand-in): as the NumPy branch computes
+    on the same shard, and the check draws the shard as the run did."""
     d, k, rows = 12, 3, 500
     teacher = train_steps.teacher_weights(4, d, k)
-    shard = train_steps.make_shard(4, train_data.TRAIN, 1, rows, d, k, "float32",
-                                      "xp_stand_in", teacher)
-    on_numpy = train_steps.make_shard(4, train_data.TRAIN, 1, rows, d, k, "float32",
-                                         "numpy", teacher)
-    assert not np.array_equal(shard["x"], on_numpy["x"])  # another generator, seeded apart
+    shard = train_steps.make_shard(4, train_data.TRAIN, 1, rows, d, k, "float32", "cupy",
+                                   teacher)
+    assert isinstance(shard["x"], cupy_stand_in.ndarray)
+    host = {key: value.get() if isinstance(value, cupy_stand_in.ndarray) else value
+            for key, value in shard.items()}
+    on_numpy = train_steps.make_shard(4, train_data.TRAIN, 1, rows, d, k, "float32", "numpy",
+                                      teacher)
+    assert not np.array_equal(host["x"], on_numpy["x"])  # another generator, seeded apart
     w = np.zeros((d + 1, k), np.float32)
-    (gradient, loss, right, read, _cells), _ = train_steps.shard_pass(shard, w, True,
-                                                                       "xp_stand_in")
-    assert read == rows
+    (gradient, loss, right, read, _cells), _ = train_steps.shard_pass(shard, w, True, "cupy")
+    (want_gradient, want_loss, want_right, want_read, _), _ = train_steps.shard_pass(
+        host, w, True, "numpy")
+    assert (read, right) == (want_read, want_right) and read == rows
+    assert loss == pytest.approx(want_loss, rel=1e-6)
+    np.testing.assert_allclose(gradient, want_gradient, rtol=1e-5, atol=1e-5)
     weights = np.stack([w, (w - gradient / rows).astype(np.float32)])
     spec = {"seed": 4, "part": train_data.TRAIN, "index": 1, "rows": rows, "classes": k}
-    totals = train_replay.shard_totals(spec, weights, [0], None, "float32", "xp_stand_in")
-    seeds = stand_in_library.seeds
+    totals = train_replay.shard_totals(spec, weights, [0], None, "float32", "cupy")
+    seeds = cupy_stand_in.seeds
     assert len(seeds) == 2 and seeds[0] == seeds[1]  # the run and the check drew shard 1 alike
     assert totals["loss"][0] == pytest.approx(loss, rel=1e-6)
     np.testing.assert_allclose(totals["gradient"][0], gradient, rtol=1e-4, atol=1e-4)
@@ -641,29 +638,33 @@ def test_the_fast_check_reads_an_inputs_rows_again(in_process_client, input_file
     assert not check.ok and "differs from the input's files" in check.detail, check.detail
 
 
-def test_the_fast_checks_device_branch_computes_as_on_numpy(stand_in_library):
-    """The fast check's worker side on a CuPy-like library: the same sums as on NumPy."""
+def test_the_fast_checks_device_branch_computes_as_on_numpy(cupy_stand_in):
+    """The fast check's worker side on CuPy (the strict stand-in), on a kept shard in device
+    memory: the same sums as the NumPy branch on the same shard."""
     d, k, rows, seed = 12, 3, 900, 4
     teacher = train_steps.teacher_weights(seed, d, k)
     shard = train_steps.make_shard(seed, train_data.TRAIN, 0, rows, d, k, "float32", "numpy",
                                    teacher)
+    on_device = {key: cupy_stand_in.asarray(value) if isinstance(value, np.ndarray) else value
+                 for key, value in shard.items()}
     w = np.stack([np.zeros((d + 1, k), np.float32), (teacher * 0.2).astype(np.float32)])
     from pipelines.train import check_kept
 
     job = {"dtype": "float32", "cell": 256, "classes": k,
            "probes": check_kept.probes(seed, d, k), "whole": [(None, w, 1)],
            "sampled": [(1, 2, None, w[1])], "teacher": (seed, d, k)}
-    on_device = check_kept.training_shard(shard, {**job, "library": "xp_stand_in"})
-    on_numpy = check_kept.training_shard(shard, {**job, "library": "numpy"})
+    mine = check_kept.training_shard(on_device, {**job, "library": "cupy"})
+    theirs = check_kept.training_shard(shard, {**job, "library": "numpy"})
     for key in ("loss", "right", "probe", "probe_tol"):
-        np.testing.assert_allclose(on_device["whole"][0][key], on_numpy["whole"][0][key],
-                                   rtol=1e-12)
-    np.testing.assert_allclose(on_device["sampled"][0][2]["probe"],
-                               on_numpy["sampled"][0][2]["probe"], rtol=1e-12)
-    assert on_device["data"]["compared"] == 0  # the stand-in's generator is not redrawn
-    tested = check_kept.test_shard(shard, {**job, "library": "xp_stand_in",
-                                           "whole": [(None, w[1:], 0)]})
+        np.testing.assert_allclose(mine["whole"][0][key], theirs["whole"][0][key], rtol=1e-12)
+    np.testing.assert_allclose(mine["sampled"][0][2]["probe"], theirs["sampled"][0][2]["probe"],
+                               rtol=1e-12)
+    assert mine["data"]["compared"] == 0  # CuPy's generator is not redrawn
+    tested = check_kept.test_shard(on_device, {**job, "library": "cupy",
+                                               "whole": [(None, w[1:], 0)]})
+    again = check_kept.test_shard(shard, {**job, "library": "numpy", "whole": [(None, w[1:], 0)]})
     assert tested["best"] == pytest.approx(shard["best"], rel=1e-12)
+    np.testing.assert_allclose(tested["whole"][0]["loss"], again["whole"][0]["loss"], rtol=1e-12)
 
 
 @pytest.mark.gpu

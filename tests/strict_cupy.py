@@ -1,0 +1,411 @@
+"""A strict stand-in for CuPy, for running the GPU branches on CPU: NumPy underneath, CuPy's
+refusals on top.
+
+``install(monkeypatch)`` registers a fresh module as ``cupy`` (``sys.modules``), so code that
+imports the library by name (``library="cupy"``), or by its arrays' module
+(``type(x).__module__``), gets it. Its ``ndarray`` holds a NumPy array and behaves as a device
+array does where code is most likely to go wrong on a GPU:
+
+- no implicit host conversion: ``np.asarray(x)``/``__array__`` raise ``TypeError``, as CuPy's
+  do; ``x.get()``, ``cupy.asnumpy(x)``, ``float(x)``, ``x.item()`` and ``x.tolist()`` are the
+  explicit ways to the host;
+- no mixed operands: a NumPy array (even a 0-d one) given to an operator, a ufunc or a module
+  function raises ``TypeError`` (Python and NumPy scalars are taken); ``cupy.asarray`` and
+  ``cupy.array`` copy host data in, and, as in CuPy, advanced indices and ``histogram``'s
+  ``bins`` may be host arrays;
+- reductions, scalar indexing and NumPy functions called on it (``__array_function__``) give
+  0-d or n-d stand-in arrays, never NumPy scalars;
+- it is not a ``numpy.ndarray``, and has ``__cuda_array_interface__``, so the library's
+  host/device tests (``launch.on_host``, ``backends.to_host``) route it as device data.
+
+Only what the GPU branches under test call is provided; anything else is an ``AttributeError``.
+``cupy.random.default_rng`` takes an integer seed only (recorded in ``seeds``) and draws from
+NumPy's generator of that seed: another stream than NumPy's own branch, as on a GPU.
+
+Its cuDF part (``DataFrame``, ``Series``, ``Index``: classes in ``cudf`` modules) holds pandas
+objects; a column's ``.values`` is a stand-in array, and the host is reached only through
+``to_pandas``/``to_numpy``.
+
+What it cannot show: CuPy's and cuDF's numerics, memory, streams and kernels (a Numba kernel
+cannot run on it: see :func:`host_kernel`).
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import sys
+import types
+
+import numpy as np
+import pandas as pd
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+IMPLICIT_CONVERSION = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` "
+                       "to construct a NumPy array explicitly.")
+
+
+def _refused(value) -> TypeError:
+    return TypeError(f"Unsupported type {type(value)}")
+
+
+def _device_values(value):
+    """``value`` as NumPy for the computation: stand-ins unwrapped, host arrays refused."""
+    if isinstance(value, ndarray):
+        return value._values
+    if isinstance(value, np.ndarray):
+        raise _refused(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_device_values(v) for v in value)
+    return value
+
+
+def _index_values(key):
+    """An index: stand-ins unwrapped; host index arrays and lists taken, as CuPy copies them."""
+    if isinstance(key, ndarray):
+        return key._values
+    if isinstance(key, tuple):
+        return tuple(_index_values(k) for k in key)
+    return key
+
+
+def _wrapped(result):
+    """NumPy results as stand-ins (NumPy scalars as 0-d arrays); tuples item by item."""
+    if isinstance(result, np.ndarray):
+        return ndarray(result)
+    if isinstance(result, np.generic):
+        return ndarray(np.asarray(result))
+    if isinstance(result, tuple):
+        return tuple(_wrapped(r) for r in result)
+    if isinstance(result, list):
+        return [_wrapped(r) for r in result]
+    return result
+
+
+def _strict(function):
+    """``function`` taking stand-ins (NumPy arrays refused) and giving stand-ins."""
+
+    def call(*args, **kwargs):
+        return _wrapped(function(*_device_values(args),
+                                 **{k: _device_values(v) for k, v in kwargs.items()}))
+
+    call.__name__ = getattr(function, "__name__", "function")
+    return call
+
+
+class ndarray(NDArrayOperatorsMixin):  # noqa: N801 - CuPy's name
+    """A device array as CuPy's behaves, holding its values in a NumPy array."""
+
+    __array_priority__ = 100
+
+    def __init__(self, values: np.ndarray):
+        assert isinstance(values, np.ndarray), type(values)
+        self._values = values
+
+    shape = property(lambda self: self._values.shape)
+    dtype = property(lambda self: self._values.dtype)
+    ndim = property(lambda self: self._values.ndim)
+    size = property(lambda self: self._values.size)
+    itemsize = property(lambda self: self._values.itemsize)
+    nbytes = property(lambda self: self._values.nbytes)
+    strides = property(lambda self: self._values.strides)
+    flags = property(lambda self: self._values.flags)
+    T = property(lambda self: ndarray(self._values.T))
+    real = property(lambda self: ndarray(self._values.real))
+    imag = property(lambda self: ndarray(self._values.imag))
+
+    @property
+    def __cuda_array_interface__(self):
+        interface = self._values.__array_interface__
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": interface["data"],
+                "strides": interface["strides"], "version": 3}
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError(IMPLICIT_CONVERSION)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        out = kwargs.pop("out", None)
+        if out is not None:
+            if not all(isinstance(o, ndarray) for o in out):
+                raise _refused(next(o for o in out if not isinstance(o, ndarray)))
+            kwargs = {k: _device_values(v) for k, v in kwargs.items()}
+            kwargs["out"] = tuple(o._values for o in out)
+        else:
+            kwargs = {k: _device_values(v) for k, v in kwargs.items()}
+        result = getattr(ufunc, method)(*_device_values(inputs), **kwargs)
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        return _wrapped(result)
+
+    def __array_function__(self, func, types, args, kwargs):
+        """A NumPy function called on it runs as CuPy's of that name (``numpy.linalg.norm``:
+        ``cupy.linalg.norm``), as CuPy dispatches them; one CuPy lacks is a ``TypeError``."""
+        mirror = sys.modules.get("cupy")
+        for part in [*func.__module__.split(".")[1:], func.__name__]:
+            if part not in ("linalg", "fft", func.__name__):
+                continue  # NumPy's private modules (numpy._core.fromnumeric)
+            mirror = getattr(mirror, part, None)
+        if mirror is None or not callable(mirror):
+            return NotImplemented
+        return mirror(*args, **kwargs)
+
+    def __getitem__(self, key):
+        return ndarray(np.asarray(self._values[_index_values(key)]))
+
+    def __setitem__(self, key, value):
+        if isinstance(value, np.ndarray) and value.ndim > 0:
+            basic = all(isinstance(k, (int, slice, type(Ellipsis), type(None)))
+                        for k in (key if isinstance(key, tuple) else (key,)))
+            if basic:  # CuPy fills the view with a scalar, and has none here
+                raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
+        self._values[_index_values(key)] = (value._values if isinstance(value, ndarray)
+                                            else value)
+
+    def __len__(self):
+        return len(self._values)
+
+    def __iter__(self):
+        return (ndarray(np.asarray(v)) for v in self._values)
+
+    def __bool__(self):
+        return bool(self._values)
+
+    def __float__(self):
+        return float(self._values)
+
+    def __int__(self):
+        return int(self._values)
+
+    def __complex__(self):
+        return complex(self._values)
+
+    def __repr__(self):
+        return f"strict_cupy.ndarray({self._values!r})"
+
+    def get(self, stream=None) -> np.ndarray:
+        """A NumPy copy, on the host."""
+        return self._values.copy()
+
+    def item(self):
+        """The single element, as a Python scalar (a synchronising copy to the host)."""
+        return self._values.item()
+
+    def tolist(self):
+        """The elements as (nested) Python lists, on the host."""
+        return self._values.tolist()
+
+    def astype(self, dtype, copy=True):
+        """The values converted to ``dtype``, on the device."""
+        return ndarray(self._values.astype(dtype, copy=copy))
+
+
+for _name in ("copy", "reshape", "ravel", "flatten", "transpose", "squeeze", "swapaxes", "sum",
+              "mean", "max", "min", "argmax", "argmin", "any", "all", "cumsum", "prod", "dot",
+              "clip", "round", "nonzero", "fill", "sort", "argsort", "take", "conj", "var",
+              "std", "view"):
+    setattr(ndarray, _name, (lambda name: lambda self, *args, **kwargs: _wrapped(
+        getattr(self._values, name)(*_device_values(args),
+                                    **{k: _device_values(v) for k, v in kwargs.items()})))(_name))
+ndarray.__module__ = "cupy._core.core"
+
+#: Module functions that compute on device arrays only (NumPy arrays refused).
+FUNCTIONS = (
+    "zeros", "empty", "ones", "full", "arange", "linspace", "zeros_like", "empty_like",
+    "ones_like", "full_like", "abs", "absolute", "maximum", "minimum", "sqrt", "exp", "log",
+    "subtract", "add", "multiply", "divide", "floor", "isfinite", "isnan", "argmin", "argmax",
+    "take_along_axis", "bincount", "where", "einsum", "concatenate", "stack", "flatnonzero",
+    "nonzero", "partition", "sort", "argsort", "moveaxis", "dot", "matmul", "sum", "cumsum",
+    "searchsorted", "clip", "ascontiguousarray", "unique", "count_nonzero", "diff", "any", "all",
+    "argpartition", "conj", "sin", "cos",
+)
+CONSTANTS = ("inf", "nan", "pi", "newaxis", "float16", "float32", "float64", "complex64",
+             "complex128", "int8", "int16", "int32", "int64", "uint8", "uint32", "uint64",
+             "bool_", "dtype", "integer", "floating", "issubdtype", "result_type")
+LINALG = ("qr", "svd", "norm", "eigh", "solve", "cholesky")
+FFT = ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftfreq",
+       "rfftfreq")
+GENERATOR = ("random", "standard_normal", "integers", "normal", "uniform", "permutation")
+
+
+def asarray(a, dtype=None):
+    """``a`` on the device: host data (NumPy, lists, scalars) copied in, stand-ins kept."""
+    if isinstance(a, ndarray):
+        return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+    return ndarray(np.array(a, dtype=dtype))
+
+
+def array(a, dtype=None, copy=True):
+    """A device copy of ``a`` (host data or a stand-in)."""
+    if isinstance(a, ndarray):
+        return ndarray(a._values.astype(dtype or a.dtype, copy=True))
+    return ndarray(np.array(a, dtype=dtype))
+
+
+def asnumpy(a) -> np.ndarray:
+    """``a`` on the host: a copy of a stand-in's values; host data as NumPy."""
+    return a.get() if isinstance(a, ndarray) else np.asarray(a)
+
+
+def histogram(x, bins=10, range=None, weights=None):  # noqa: A002 - NumPy's name
+    """NumPy's histogram of device ``x``; ``bins`` may be host edges (CuPy copies them in)."""
+    if isinstance(bins, ndarray):
+        bins = bins._values
+    counts, edges = np.histogram(_device_values(x), bins=bins, range=range,
+                                 weights=_device_values(weights))
+    return ndarray(counts), ndarray(np.asarray(edges))
+
+
+class Generator:
+    """CuPy's ``default_rng``: an integer seed only; NumPy's generator of that seed."""
+
+    def __init__(self, seed, seeds: list):
+        if not isinstance(seed, int):
+            raise TypeError(f"seed must be an integer, not {type(seed)}")
+        seeds.append(seed)
+        self._numpy = np.random.default_rng(seed)
+        for name in GENERATOR:
+            setattr(self, name, _strict(getattr(self._numpy, name)))
+
+
+def get_array_module(*args):
+    """This module where any argument is a stand-in, else NumPy."""
+    return sys.modules["cupy"] if any(isinstance(a, ndarray) for a in args) else np
+
+
+def _stream():
+    return types.SimpleNamespace(ptr=0x5EED, synchronize=lambda: None)
+
+
+def namespace() -> types.ModuleType:
+    """A fresh ``cupy`` module of stand-ins, with its own ``seeds`` list."""
+    module = types.ModuleType("cupy")
+    module.__spec__ = importlib.machinery.ModuleSpec("cupy", None)
+    module.__file__ = __file__
+    module.ndarray = ndarray
+    for name in FUNCTIONS:
+        setattr(module, name, _strict(getattr(np, name)))
+    for name in CONSTANTS:
+        setattr(module, name, getattr(np, name))
+    module.asarray, module.array, module.asnumpy = asarray, array, asnumpy
+    module.histogram, module.get_array_module = histogram, get_array_module
+    module.linalg = types.SimpleNamespace(**{n: _strict(getattr(np.linalg, n)) for n in LINALG})
+    module.fft = types.SimpleNamespace(**{n: _strict(getattr(np.fft, n)) for n in FFT})
+    module.seeds = []
+    module.random = types.SimpleNamespace(default_rng=lambda seed: Generator(seed, module.seeds))
+    module.cuda = types.SimpleNamespace(
+        get_current_stream=_stream,
+        Device=lambda *_: types.SimpleNamespace(synchronize=lambda: None))
+    return module
+
+
+def install(monkeypatch) -> types.ModuleType:
+    """Register a fresh stand-in as ``cupy`` for one test; return it."""
+    module = namespace()
+    monkeypatch.setitem(sys.modules, "cupy", module)
+    return module
+
+
+def host_kernel(twin, device=(0,)):
+    """A device kernel's stand-in: ``twin``, its CPU twin, on the memory of the stand-ins at
+    the positional arguments ``device`` (all stand-ins, or all host data: then ``twin`` runs as
+    it is), the other arguments as given (a stand-in where the kernel takes host data fails in
+    the twin, as on a GPU). The twin writes in place where the kernel does; its array results
+    come back as stand-ins (the argument itself where it returns an argument's memory), in
+    device memory as the kernel leaves them. For the functions that launch Numba kernels,
+    which cannot run on stand-ins: the code around them is what such a test checks."""
+
+    def launch(*args, **kwargs):
+        if not any(isinstance(args[at], ndarray) for at in device):
+            return twin(*args, **kwargs)  # host data: the twin, as the kernel's dispatch does
+        host = list(args)
+        for at in device:
+            if not isinstance(args[at], ndarray):
+                raise TypeError(f"argument {at} of {launch.__name__}: a device array expected, "
+                                f"got {type(args[at])}")
+            host[at] = args[at]._values
+        given = {id(args[at]._values): args[at] for at in device}
+
+        def back(result):
+            if isinstance(result, np.ndarray) and id(result) in given:
+                return given[id(result)]
+            if isinstance(result, tuple):
+                return tuple(back(r) for r in result)
+            return _wrapped(result)
+
+        return back(twin(*host, **kwargs))
+
+    launch.__name__ = getattr(twin, "__name__", "kernel")
+    return launch
+
+
+# --- cuDF ---------------------------------------------------------------------------------------
+
+CUDF_IMPLICIT_CONVERSION = ("Implicit conversion to a host NumPy array via __array__ is not "
+                            "allowed, To explicitly construct a host matrix, consider using "
+                            ".to_numpy().")
+
+
+class Series:
+    """A cuDF column as code meets it: ``.values`` in device memory (a stand-in array), the
+    host only through ``to_numpy``/``to_pandas``, no ``__array__``."""
+
+    def __init__(self, series: pd.Series):
+        self._series = series
+
+    def __len__(self):
+        return len(self._series)
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError(CUDF_IMPLICIT_CONVERSION)
+
+    dtype = property(lambda self: self._series.dtype)
+    values = property(lambda self: ndarray(self._series.to_numpy(copy=True)))
+
+    def to_numpy(self) -> np.ndarray:
+        """The values copied to the host."""
+        return self._series.to_numpy(copy=True)
+
+    def to_pandas(self) -> pd.Series:
+        """A pandas copy, on the host."""
+        return self._series.copy()
+
+
+class Index(Series):
+    """A cuDF index: as a column, ``.values`` on the device."""
+
+
+class DataFrame:
+    """A cuDF frame as code meets it: columns and index are :class:`Series`/:class:`Index`, the
+    host only through ``to_pandas``; ``assign`` takes device arrays."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self._frame = frame
+
+    def __len__(self):
+        return len(self._frame)
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError(CUDF_IMPLICIT_CONVERSION)
+
+    columns = property(lambda self: self._frame.columns)
+    index = property(lambda self: Index(self._frame.index.to_series()))
+
+    def __getitem__(self, name):
+        return Series(self._frame[name])
+
+    def assign(self, **columns):
+        """A new frame with ``columns`` (device arrays, scalars or :class:`Series`)."""
+        host = {}
+        for name, value in columns.items():
+            if isinstance(value, np.ndarray):
+                raise _refused(value)
+            host[name] = (value.get() if isinstance(value, ndarray) else
+                          value.to_pandas() if isinstance(value, Series) else value)
+        return DataFrame(self._frame.assign(**host))
+
+    def to_pandas(self) -> pd.DataFrame:
+        """A pandas copy, on the host."""
+        return self._frame.copy()
+
+
+for _cls, _where in ((Series, "series"), (Index, "index"), (DataFrame, "dataframe")):
+    _cls.__module__ = f"cudf.core.{_where}"
