@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from conftest import ROOT
@@ -163,6 +164,66 @@ def test_a_pipeline_is_written_from_daskgpu_alone(cpu_client):
         registry._REGISTRY.pop("api-sum-of-squares", None)
 
 
+def test_build_presented_computes_what_run_reports(cpu_client):
+    import numpy as np
+
+    params = {"values": 40_000, "chunks": "10000", "bins": 8, "seed": 3}
+    spec = daskgpu.get_pipeline("histogram-pipeline")
+    raw = spec.build(daskgpu.get_backend("cpu"), **params).compute(scheduler="sync")
+    value = spec.build(daskgpu.get_backend("cpu"), presented=True, **params).compute(
+        scheduler="sync")
+    reported = daskgpu.run("histogram-pipeline", client=cpu_client, **params).value
+    assert sorted(value) == sorted(reported)
+    for key in reported:
+        np.testing.assert_array_equal(value[key], reported[key])
+    assert sorted(raw) != sorted(value)  # the raw result: the answer and its certificates
+
+
+def test_connect_opens_a_session_for_a_repl_that_close_shuts_down():
+    import psutil
+    from conftest import alive
+
+    session = daskgpu.connect(cpu=True, workers=1, threads_per_worker=1, dashboard=False)
+    try:
+        workers = [(pid, psutil.Process(pid).create_time())
+                   for pid in session.client.run(os.getpid).values()]
+        result = daskgpu.run("mean-pipeline", session, size=300, seed=2)
+        assert result.verified and result.timings["cluster_start_s"] == session.start_s
+    finally:
+        session.close()
+    session.close()  # again: nothing left to do
+    assert session.client.status == "closed"
+    deadline = time.monotonic() + 30
+    while any(alive(*w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)  # a poll of the event, bounded
+    assert not any(alive(*w) for w in workers), workers
+
+
+NOTEBOOK_CELL = """
+import daskgpu
+
+@daskgpu.pipeline("api-cell", "A cell run again", (), lambda workload, raw: None)
+def prepare(resolved):
+    return {answer}
+"""
+
+
+def test_a_notebook_cell_may_define_its_pipeline_again_another_module_may_not():
+    from daskgpu.toolkit import registry
+
+    try:
+        for answer in (1, 2):  # the cell run twice, edited in between: the second one counts
+            exec(compile(NOTEBOOK_CELL.format(answer=answer), "<cell>", "exec"),
+                 {"__name__": "__main__"})
+        assert registry.get("api-cell").prepare(None) == 2
+        with pytest.raises(ValueError, match="'api-cell' is registered twice"):
+            exec(compile(NOTEBOOK_CELL.format(answer=3), "<other>", "exec"),
+                 {"__name__": "someone_else"})
+        assert registry.get("api-cell").prepare(None) == 2
+    finally:
+        registry._REGISTRY.pop("api-cell", None)
+
+
 def test_the_public_api_resolves_without_loading_dask():
     code = ("import sys, daskgpu; missing = [n for n in daskgpu.__all__ if not n.startswith('_') "
             "and n not in dir(daskgpu)]; print(missing, sorted(m for m in sys.modules "
@@ -171,6 +232,6 @@ def test_the_public_api_resolves_without_loading_dask():
                           timeout=120)
     assert proc.stdout.strip() == "[] []", proc.stdout + proc.stderr
     assert {"pipeline", "Param", "positive_int", "choice", "Workload", "Verification",
-            "Mutation", "cluster", "run", "Resolved"} <= set(daskgpu.__all__)
+            "Mutation", "cluster", "connect", "run", "Resolved"} <= set(daskgpu.__all__)
     for name in daskgpu.__all__:
         assert getattr(daskgpu, name) is not None, name

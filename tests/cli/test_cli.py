@@ -511,6 +511,20 @@ def test_json_of_a_wrong_answer_is_valid_and_exits_1():
     assert proc.stderr.splitlines()[-1].startswith("error: the result did not verify"), show(proc)
 
 
+@pytest.mark.parametrize(("command", "hook"), [("run", "prepare"), ("run", "verify"),
+                                               ("bench", "baseline")])
+def test_a_bug_in_a_pipelines_own_code_is_one_line_and_exit_3(command, hook):
+    """settle, prepare, verify, present, save, baseline: an exception names pipeline and hook."""
+    proc = fault_injection.run_faulty_cli(command, "sum-of-ones", "--workers", "1",
+                                          "--no-dashboard", *(["--repeat", "1", "--warmup", "0"]
+                                                              if command == "bench" else []),
+                                          env=no_gpu_env(), timeout=120, raises_in=hook)
+    assert proc.returncode == 3, show(proc)
+    assert "Traceback" not in proc.stderr, show(proc)
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: sum-of-ones: its {hook} raised ValueError: a bug in {hook}"), show(proc)
+
+
 # --------------------------------------------------------------------------- interrupts
 
 

@@ -102,6 +102,17 @@ def test_workers_started_without_a_pipeline_import_none():
         assert list(found.values()) == [([], ["daskgpu.clusters.worker_setup"])]
 
 
+def test_a_cluster_from_python_warms_the_pipelines_it_is_asked_for():
+    with daskgpu.cluster(cpu=True, workers=1, threads_per_worker=1, dashboard=False,
+                         warm_up=["histogram-pipeline", "mean-pipeline"]) as session:
+        ((modules, _),) = _pipeline_modules_on_workers(session.client).values()
+        assert {"pipelines.histogram.pipeline", "pipelines.histogram.check",
+                "pipelines.mean.pipeline", "pipelines.mean.check"} <= set(modules), modules
+    with pytest.raises(daskgpu.errors.UnknownPipeline, match="no-such-pipeline"), \
+            daskgpu.cluster(cpu=True, workers=1, dashboard=False, warm_up="no-such-pipeline"):
+        pass
+
+
 def test_an_unknown_warm_up_is_only_a_missed_head_start():
     # An unknown name (a plugin missing on the workers): the worker starts and computes.
     chosen = plan(cpu=True, workers=1, threads_per_worker=1, dashboard=False)

@@ -18,7 +18,7 @@ from fault_injection import exception_like, failing_pipeline, run_faulty_cli, wo
 
 import daskgpu
 from daskgpu.clusters.devices import Device
-from daskgpu.errors import GPUError, TaskFailed
+from daskgpu.errors import GPUError, PipelineFailed, TaskFailed
 from daskgpu.execution import task_errors
 from daskgpu.toolkit.backends import Backend
 
@@ -193,9 +193,12 @@ def test_a_cuda_error_in_the_verification_is_one_line_too(one_worker):
     (address,) = one_worker.client.scheduler_info()["workers"]
     with pytest.raises(GPUError, match=re.escape(f"worker {address}: out of device memory")):
         daskgpu.run(working_pipeline(_verify_on_the_workers), one_worker)
-    # An exception the client raised itself is no task's: it stays as it was.
-    with pytest.raises(ValueError, match="a bug in the check itself"):
+    # An exception the pipeline's check raised in the client is no task's: it names the hook,
+    # and the exception is its cause.
+    with pytest.raises(PipelineFailed, match="working-task: its verify raised ValueError: a bug "
+                                             "in the check itself") as caught:
         daskgpu.run(working_pipeline(_verify_here), one_worker)
+    assert isinstance(caught.value.__cause__, ValueError)
 
 
 def test_exit_code_3_is_documented():
