@@ -5,13 +5,16 @@
 - :func:`interrupt_cli`: run ``python cli.py ...`` and send SIGINT/SIGTERM (once or twice) in a
   chosen phase: cluster start, computation, or writing ``--output``; report the exit code, how
   long it took to exit, processes left behind and output files left behind.
-- :class:`SpillWatch`: the most bytes the workers held at once (in memory and spilled) and the
-  bytes they wrote to disk, sampled while a run computes.
+- :func:`spill_recorder`: a worker plugin that notes, at every change of a task's state, what
+  the worker holds in memory and on disk: the most it held at once, exactly, and how often and
+  how much it spilled (:func:`spill_records`). :class:`SpillWatch` samples the same at an
+  interval (benchmarks/faults.py reads only its bytes written, a counter).
 - :func:`inject_from_environment`: faults that ``tests/faulty_cli.py`` (``cli.py`` with a fault)
   reads from ``DASKGPU_TEST_FAULT``: worker processes that hang as they start, a task that
   raises an exception named like a CUDA library's (:func:`raise_like`), a wrong answer or a
-  baseline that disagrees (:func:`sum_of_ones_pipeline`); and a spy that records every cluster
-  the run starts (:func:`record_cluster_starts`).
+  baseline that disagrees (:func:`sum_of_ones_pipeline`), a run that starts only once every
+  worker has paused (:func:`run_once_every_worker_is_paused`); and a spy that records every
+  cluster the run starts (:func:`record_cluster_starts`).
 """
 
 from __future__ import annotations
@@ -319,6 +322,61 @@ def _held(dask_worker=None) -> tuple[int, int, int]:
     return in_memory, spilled, written
 
 
+SPILL_RECORDER = "daskgpu-test-spill-recorder"
+
+
+def spill_recorder():
+    """A worker plugin (register it with ``client.register_plugin``) that records spilling.
+
+    At every change of a task's state (``WorkerPlugin.transition``, called once the change is
+    made) it notes the bytes (sizes in memory) the worker holds in memory and on disk. What the
+    worker holds in all changes only then (a result stored, a task forgotten), and storing a
+    result spills what no longer fits under the target at once: ``peak_held``, the most held at
+    once, is exact, where a sample at an interval could miss it. Read with :func:`spill_records`.
+    distributed is imported here, not at the top: faulty_cli.py's processes import this module.
+    """
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class SpillRecorder(WorkerPlugin):
+        name = SPILL_RECORDER
+
+        def setup(self, worker) -> None:
+            self.state, self.data = worker.state, worker.data
+            # A plain dict where spilling is off (no target, no spill threshold).
+            self.spill_buffer = hasattr(self.data, "spilled_total")
+            self.transitions = self.peak_held = self.peak_spilled = 0
+
+        def transition(self, key, start, finish, **kwargs) -> None:
+            self.transitions += 1
+            held = self.state.nbytes  # of every result the worker has, in memory or on disk
+            spilled = self.data.spilled_total.memory if self.spill_buffer else 0
+            self.peak_held = max(self.peak_held, held)
+            self.peak_spilled = max(self.peak_spilled, spilled)
+
+    return SpillRecorder()
+
+
+def _spill_record(dask_worker=None) -> dict:
+    recorder = dask_worker.plugins[SPILL_RECORDER]
+    metrics = getattr(dask_worker.data, "cumulative_metrics", {})
+    return {"spill_buffer": recorder.spill_buffer, "transitions": recorder.transitions,
+            "peak_held": int(recorder.peak_held),
+            "peak_spilled": int(recorder.peak_spilled),
+            "spills": int(metrics.get(("disk-write", "count"), 0)),  # every key written
+            "written": int(metrics.get(("disk-write", "bytes"), 0))}
+
+
+def spill_records(client) -> dict[str, dict]:
+    """What :func:`spill_recorder` noted on each worker, by address, and the worker's counters.
+
+    ``spill_buffer``: whether the worker can spill at all; ``transitions``: changes of task
+    state seen; ``peak_held``: the most bytes held at once, in memory or on disk;
+    ``peak_spilled``: the most of them on disk at once; ``spills`` and ``written``: the keys and
+    bytes the worker has written to disk (its spill buffer's counters).
+    """
+    return client.run(_spill_record)
+
+
 class SpillWatch(threading.Thread):
     """Sample what each worker holds (in memory, spilled to disk) while a run computes.
 
@@ -397,8 +455,10 @@ def fault_env(env: dict | None = None, **fault) -> dict:
     cluster live there), before any worker process exists. ``raise_=(module, name, message)``:
     the pipeline ``failing-task`` is registered, its tasks raising :func:`raise_like`.
     ``wrong_answer=True`` or ``baseline_disagrees=True``: the pipeline ``sum-of-ones`` is
-    registered, computing 101 instead of 100, or with a baseline that answers 101.
+    registered, computing 101 instead of 100, or with a baseline that answers 101;
+    ``raises_in=HOOK``: it is registered with a ValueError raised in its ``HOOK``.
     ``watch_clusters=PATH``: :func:`record_cluster_starts` writes to ``PATH``.
+    ``run_once_paused=True``: :func:`run_once_every_worker_is_paused`.
     ``warm_up_log=PATH``: mean-pipeline gets a warm-up hook that appends a line to ``PATH`` on
     each worker that runs it. ``exit_modules=PATH``: the command's process writes the names of
     the packages it imported to ``PATH`` (a JSON list) as it exits.
@@ -441,19 +501,47 @@ def inject_from_environment(main_name: str) -> None:
         atexit.register(_write_imported_packages, fault["exit_modules"])
     if "watch_clusters" in fault:
         record_cluster_starts(fault["watch_clusters"])
+    if fault.get("run_once_paused"):
+        run_once_every_worker_is_paused()
     specs = []
     if "raise" in fault:
         specs.append(failing_pipeline(*fault["raise"]))
-    if fault.get("wrong_answer") or fault.get("baseline_disagrees"):
+    if fault.get("wrong_answer") or fault.get("baseline_disagrees") or "raises_in" in fault:
         specs.append(sum_of_ones_pipeline(extra=1.0 if fault.get("wrong_answer") else 0.0,
                                           baseline_extra=1.0 if fault.get("baseline_disagrees")
-                                          else 0.0))
+                                          else 0.0, raises_in=fault.get("raises_in")))
     if specs:
         from daskgpu.toolkit import registry
 
         for spec in specs:
             registry.pipeline(spec.name, spec.summary, spec.params, spec.verify,
                               baseline=spec.baseline)(spec.prepare)
+
+
+def run_once_every_worker_is_paused(timeout: float = 60.0) -> None:
+    """Hold a local cluster's run back until the scheduler reports every worker paused.
+
+    A worker pauses at its memory monitor's first check above the pause threshold; a run that
+    began before that check could end first. Waiting for the pause itself (the status the
+    scheduler has of each worker) rather than for a time leaves no such race.
+    """
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from daskgpu.clusters import session
+    from daskgpu.toolkit.backends import scheduler_workers
+
+    registered = session._wait_for_workers
+
+    def every_worker_paused(client) -> bool:
+        statuses = [w.get("status") for w in scheduler_workers(client).values()]
+        return bool(statuses) and all(status == "paused" for status in statuses)
+
+    def wait_for_workers(client, n: int, *args, **kwargs) -> None:
+        registered(client, n, *args, **kwargs)
+        wait_for(lambda: every_worker_paused(client), timeout,
+                 what=f"pause of every one of the {n} workers")
+
+    session._wait_for_workers = wait_for_workers
 
 
 def _log_warm_ups(name: str, path: str) -> None:
@@ -510,24 +598,34 @@ def assert_no_cluster_started(path) -> None:
     assert started == [], f"refused only after starting {started}"
 
 
-def sum_of_ones_pipeline(extra: float = 0.0, baseline_extra: float = 0.0):
+def sum_of_ones_pipeline(extra: float = 0.0, baseline_extra: float = 0.0,
+                         raises_in: str | None = None):
     """An unregistered pipeline, ``sum-of-ones``: 100 ones summed, checked against 100.
 
     ``extra`` is added to the computed sum (a wrong answer its check catches); its baseline
-    answers ``100 + baseline_extra`` (one that disagrees with a right run).
+    answers ``100 + baseline_extra`` (one that disagrees with a right run). ``raises_in``:
+    the hook (``prepare``, ``verify`` or ``baseline``) that raises a ValueError, as a bug in a
+    pipeline's own code does.
     """
     from daskgpu.toolkit.registry import Pipeline, Verification, Workload
+
+    def bug(hook: str) -> None:
+        if hook == raises_in:
+            raise ValueError(f"a bug in {hook}")
 
     def prepare(resolved):
         import dask.array as da
         import numpy as np
 
+        bug("prepare")
         return Workload(da.from_array(np.ones(100), chunks=50).sum() + extra, 100, 800)
 
     def verify(workload, raw):
+        bug("verify")
         return Verification(float(raw) == 100.0, f"the sum is {float(raw):g}, expected 100")
 
     def baseline(resolved):
+        bug("baseline")
         began = time.perf_counter()
         answer = 100.0 + baseline_extra
         return time.perf_counter() - began + 1e-9, answer

@@ -218,15 +218,9 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
                 raw = _compute(client, workload.collection, backend, bar)
         t2 = time.perf_counter()
     except BaseException:
-        for temporary, _final in workload.outputs:
-            # A task still running on a worker may write into it again (a Zarr chunk recreates
-            # its folder) until the cluster is closed, and a second Ctrl-C may cut the removal
-            # below short: remove it once more at exit.
-            atexit.register(output.discard, temporary)
         if bar is not None:
             bar.end()
-        for temporary, _final in workload.outputs:
-            output.discard(temporary)
+        _abandon(workload.outputs)
         raise
     if bar is not None:
         bar.end()
@@ -239,7 +233,7 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
         check = _check(spec, workload, raw, verify, watched)
         t3 = time.perf_counter()
     except BaseException:
-        _discard(workload.outputs)
+        _abandon(workload.outputs)
         raise
     notices = list(session.notices)
     if check.ok is False:
@@ -307,6 +301,19 @@ def _throughput(workload, compute_s: float) -> dict:
     if flop and compute_s > 0:  # a pipeline that counts its floating-point operations
         throughput["flop_per_s"] = flop / compute_s
     return throughput
+
+
+def _abandon(outputs) -> None:
+    """Remove the temporaries of a run that raised or was interrupted, now and at exit.
+
+    A task still running on a worker may write into one again (a Zarr chunk recreates its
+    folder) until the cluster is closed, and a second Ctrl-C may cut the removal short: each
+    is removed once more as the process exits.
+    """
+    for temporary, _final in outputs:
+        atexit.register(output.discard, temporary)
+    for temporary, _final in outputs:
+        output.discard(temporary)
 
 
 def _discard(outputs) -> list[str]:
