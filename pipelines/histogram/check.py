@@ -272,6 +272,14 @@ def chi_square(counts, edges, distribution: str, open_tails: bool):
     return statistic, len(cells_o), log_bound
 
 
+def _fit(ctx: dict, value: dict) -> tuple[list[str], str]:
+    """Random data's chi-square line ("" for an input), and the line as a problem if it fails."""
+    if ctx["distribution"] is None:
+        return [], ""
+    fits, line = _chi_square_line(ctx, value)
+    return ([] if fits else [line]), line
+
+
 def _chi_square_line(ctx: dict, value: dict) -> tuple[bool, str]:
     distribution = ctx["distribution"]
     edges = np.linspace(ctx["lo"], ctx["hi"], ctx["bins"] + 1)
@@ -317,11 +325,8 @@ def verify(workload: Workload, raw: dict, depth: str = "full") -> Verification:
                 *_sampled_problems(ctx, shared.sampled(raw["histograms"]), reference["sampled"]),
                 *_output_problems(ctx, reference, workload.written(ctx["output"])
                                   if ctx["output"] else None)]
-    fits, chi_line = (True, "")
-    if ctx["distribution"] is not None:
-        fits, chi_line = _chi_square_line(ctx, value)
-        if not fits:
-            problems.append(chi_line)
+    unfit, chi_line = _fit(ctx, value)
+    problems += unfit
     if problems:
         return Verification(False, "; ".join(problems))
     blocks = ", ".join(_block_label(ctx, loc) for loc in ctx["sampled"])
@@ -356,11 +361,8 @@ def _verify_fast(workload: Workload, raw: dict) -> Verification:
     counts = {"counts": shared.summed(np.asarray(raw["histograms"]))}
     problems += _output_problems(ctx, counts, workload.written(ctx["output"])
                                  if ctx["output"] else None)
-    chi_line = ""
-    if ctx["distribution"] is not None:
-        fits, chi_line = _chi_square_line(ctx, value)
-        if not fits:
-            problems.append(chi_line)
+    unfit, chi_line = _fit(ctx, value)
+    problems += unfit
     if problems:
         return Verification(False, "; ".join(problems))
     return Verification(True, _passed_fast(ctx, value, chi_line))

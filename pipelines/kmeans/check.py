@@ -44,6 +44,7 @@ import math
 import dask
 import numpy as np
 
+from daskgpu.toolkit import data_parallel
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.numeric import generator
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
@@ -64,18 +65,10 @@ def verify(workload: Workload, raw, depth: str = "full") -> Verification:
     cells sampled (:mod:`pipelines.kmeans.check_fast`). A presented run's shards are let go
     once the check no longer needs them (the full check, before it draws its own).
     """
-    ctx = workload.context
-    if depth == "fast":
-        from pipelines.kmeans.check_fast import verify_fast  # it builds on this module's rules
+    from pipelines.kmeans.check_fast import verify_fast  # it builds on this module's rules
 
-        try:
-            return verify_fast(ctx, raw)
-        finally:
-            if ctx.get("presented"):
-                ctx["shards"].release()
-    if ctx.get("presented"):
-        ctx["shards"].release()
-    return _verify_full(ctx, raw)
+    return data_parallel.check_kept_shards(workload.context, verify_fast, _verify_full, raw,
+                                           depth)
 
 
 def _verify_full(ctx: dict, raw) -> Verification:

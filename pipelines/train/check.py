@@ -30,6 +30,7 @@ from __future__ import annotations
 import dask
 import numpy as np
 
+from daskgpu.toolkit import data_parallel
 from daskgpu.toolkit.registry import Mutation, Verification, Workload
 from pipelines.train import check_fast
 from pipelines.train.check_replay import SLAB, held_out, shard_totals, unit
@@ -58,16 +59,8 @@ def verify(workload: Workload, raw, depth: str = "full") -> Verification:
     (:mod:`pipelines.train.check_fast`). A presented run's shards are let go once the check
     no longer needs them (the full check, before it draws its own).
     """
-    ctx = workload.context
-    if depth == "fast":
-        try:
-            return check_fast.verify_fast(ctx, raw)
-        finally:
-            if ctx.get("presented"):
-                ctx["shards"].release()
-    if ctx.get("presented"):
-        ctx["shards"].release()
-    return _verify_full(ctx, raw)
+    return data_parallel.check_kept_shards(workload.context, check_fast.verify_fast,
+                                           _verify_full, raw, depth)
 
 
 def _verify_full(ctx: dict, raw) -> Verification:
