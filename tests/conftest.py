@@ -180,7 +180,7 @@ def compute_as_runner(session, name: str, **params):
     resolved = spec.resolve(session.backend, **params)
     with dask.config.set(scheduler=session.client):
         workload = spec.workload(session.backend, resolved)
-    return spec, workload, runner._compute(session.client, workload.collection, session.backend,
+    return spec, workload, runner.compute(session.client, workload.collection, session.backend,
                                            None)
 
 

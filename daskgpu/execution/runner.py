@@ -74,8 +74,12 @@ def _workers(client, pending_peaks) -> list[dict]:
     return out
 
 
-def _compute(client, collection, backend: Backend, bar: ProgressBar | None):
-    """Compute one collection, or a dict of them in one graph (shared parts computed once)."""
+def compute(client, collection, backend: Backend, bar: ProgressBar | None = None):
+    """Compute one collection, or a dict of them in one graph (shared parts computed once).
+
+    Results come to this process in host memory (GPU results are moved on the workers); a
+    task that fails raises in one line (see :mod:`daskgpu.execution.faults`).
+    """
     named = isinstance(collection, dict)
     futures = client.compute(list(collection.values()) if named else [collection])
     if backend.is_gpu:
@@ -215,7 +219,7 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
             if workload.drive is not None:
                 raw = watched.drive(workload)
             else:
-                raw = _compute(client, workload.collection, backend, bar)
+                raw = compute(client, workload.collection, backend, bar)
         t2 = time.perf_counter()
     except BaseException:
         if bar is not None:

@@ -1,21 +1,21 @@
 """Verification that can fail: every built-in pipeline's declared mutations are caught.
 
-Each pipeline is run small on a real CPU cluster; its computed result must verify. Then every
-alteration the pipeline declares (``Pipeline.mutations``: a reversed histogram, a doubled sum, a
-dropped block, ...) is applied to a copy of that result before ``verify``, which must then fail
-with a detail naming what disagreed. A new pipeline cannot skip this: the registry walk below
+Each pipeline is run small on a real CPU cluster by ``daskgpu.testing.check_pipeline``, the
+plugin authors' own test: its computed result must verify; then every alteration the pipeline
+declares (``Pipeline.mutations``: a reversed histogram, a doubled sum, a dropped block, ...) is
+applied to a copy of that result before ``verify``, which must then fail with a detail naming
+what disagreed, at both depths. A new pipeline cannot skip this: the registry walk below
 requires mutations and a small case for every built-in pipeline.
 """
 
 from __future__ import annotations
 
-import copy
 import re
 
 import numpy as np
 import pytest
-from conftest import compute_as_runner, verify_on
 
+from daskgpu.testing import check_pipeline
 from daskgpu.toolkit import registry
 
 # Small runs of each built-in pipeline (fast on two CPU workers, several blocks/partitions).
@@ -55,57 +55,23 @@ def test_every_builtin_pipeline_declares_mutations_and_a_case():
                 name, mutation.names)
 
 
-verify = verify_on
-
-
-class _Computed(dict):
-    """Each pipeline's small run, computed when a test first asks for it: one pipeline that
-    fails to compute errors its own tests, not every pipeline's."""
-
-    def __init__(self, session, cases):
-        super().__init__()
-        self.session, self.cases = session, cases
-
-    def __missing__(self, name):
-        self[name] = compute_as_runner(self.session, name, **self.cases[name])
-        return self[name]
-
-
-@pytest.fixture(scope="module")
-def results(cpu_client):
-    return _Computed(cpu_client, CASES)
-
-
-def _cases():
-    return [(name, m) for name in sorted(CASES) if name in registry.names()
-            for m in registry.get(name).mutations]
-
-
 DEPTHS = ("fast", "full")
 
 
-@pytest.mark.parametrize("depth", DEPTHS)
+def _check(session, name: str, skip: tuple[str, ...] = (), **params):
+    """``check_pipeline`` on the shared ``session``; every mutation not skipped was caught."""
+    report = check_pipeline(name, session=session, skip_mutations=skip, **params)
+    assert report.depths == DEPTHS, str(report)
+    applied = {m.name for m in registry.get(name).mutations} - set(skip)
+    for depth in DEPTHS:
+        assert {c.mutation for c in report.caught if c.depth == depth} == applied, str(report)
+    return report
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_the_unaltered_result_verifies(cpu_client, results, name, depth):
-    spec, workload, raw = results[name]
-    check = verify(cpu_client, spec, workload, raw, depth)
-    assert check.ok, check.detail
-
-
-@pytest.mark.parametrize("depth", DEPTHS)
-@pytest.mark.parametrize(("name", "mutation"), _cases(),
-                         ids=[f"{n}: {m.name}" for n, m in _cases()])
-def test_an_altered_result_fails_and_says_what_disagreed(cpu_client, results, name, mutation,
-                                                         depth):
-    spec, workload, raw = results[name]
-    before = copy.deepcopy(raw)
-    altered = mutation.alter(copy.deepcopy(raw))
-    check = verify(cpu_client, spec, workload, altered, depth)
-    assert not check.ok, f"{name}: {mutation.name} still verifies at {depth}: {check.detail}"
-    assert mutation.named_in(check.detail), (mutation.names, check.detail)
-    assert "\n" not in check.detail
-    # the original still verifies: the mutation altered a copy, and verify kept no state
-    assert verify(cpu_client, spec, workload, before, depth).ok
+def test_the_result_verifies_and_every_mutation_is_caught_at_both_depths(cpu_client, name):
+    """The unaltered result verifies; each mutation, on a copy, fails naming what disagreed."""
+    _check(cpu_client, name, **CASES[name])
 
 
 # ------------------------------------------------------------------ the same on an input
@@ -150,24 +116,15 @@ INPUT_PIPELINES = ("mean-pipeline", "histogram-pipeline", "matmul-pipeline", "pc
 
 
 @pytest.fixture(scope="module")
-def input_results(cpu_client, tmp_path_factory):
-    return _Computed(cpu_client, _input_cases(tmp_path_factory.mktemp("inputs")))
+def input_cases(tmp_path_factory):
+    return _input_cases(tmp_path_factory.mktemp("inputs"))
 
 
-@pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize("name", INPUT_PIPELINES)
-def test_on_an_input_every_reported_alteration_fails(cpu_client, input_results, name, depth):
+def test_on_an_input_every_reported_alteration_fails(cpu_client, input_cases, name):
     """The checks of an input's run differ (re-read, no seeds): each mutation still fails it."""
-    spec, workload, raw = input_results[name]
-    assert verify(cpu_client, spec, workload, raw, depth).ok
-    for mutation in spec.mutations:
-        if (name, mutation.name) in NOT_REPORTED_FOR_INPUTS:
-            continue
-        check = verify(cpu_client, spec, workload, mutation.alter(copy.deepcopy(raw)), depth)
-        assert not check.ok, (f"{name} on an input: {mutation.name} still verifies at {depth}: "
-                              f"{check.detail}")
-        assert mutation.named_in(check.detail), (name, mutation.names, check.detail)
-        assert "\n" not in check.detail
+    skip = tuple(m for n, m in NOT_REPORTED_FOR_INPUTS if n == name)
+    _check(cpu_client, name, skip, **input_cases[name])
 
 
 # ------------------------------------------------------------------ the same on GPU workers
@@ -184,19 +141,10 @@ def gpu_session():
         yield session
 
 
-def _gpu_cases():
-    return [(name, m) for name in sorted(GPU_CASES) for m in registry.get(name).mutations]
-
-
 @pytest.mark.gpu
-@pytest.mark.parametrize("depth", DEPTHS)
-@pytest.mark.parametrize(("name", "mutation"), _gpu_cases(),
-                         ids=[f"{n}: {m.name}" for n, m in _gpu_cases()])
-def test_on_gpu_workers_an_altered_result_fails(gpu_session, name, mutation, depth):
+@pytest.mark.parametrize("name", sorted(GPU_CASES))
+def test_on_gpu_workers_every_mutation_is_caught(gpu_session, name):
     """CuPy blocks on the workers: the run verifies, every mutation is caught (cuDF pipelines
     need cuDF, which no GPU test of this suite has; they are covered on CPU above)."""
-    spec, workload, raw = compute_as_runner(gpu_session, name, **GPU_CASES[name])
     assert gpu_session.backend.is_gpu
-    assert verify(gpu_session, spec, workload, raw, depth).ok
-    check = verify(gpu_session, spec, workload, mutation.alter(copy.deepcopy(raw)), depth)
-    assert not check.ok and mutation.named_in(check.detail), check.detail
+    _check(gpu_session, name, **GPU_CASES[name])
