@@ -60,6 +60,10 @@ _LAZY = {
     "optional_path": ("daskgpu.toolkit.params", "optional_path"),
     "output_path": ("daskgpu.toolkit.params", "output_path"),
     "refuse_with_input": ("daskgpu.toolkit.params", "refuse_with_input"),
+    # the short way to an array pipeline, and the checks it is given
+    "array_pipeline": ("daskgpu.toolkit.array_pipeline", "array_pipeline"),
+    "ArrayData": ("daskgpu.toolkit.array_pipeline", "ArrayData"),
+    "checks": ("daskgpu.toolkit.array_pipeline", "checks"),
     "DaskGPUError": ("daskgpu.errors", "DaskGPUError"),
     "ParameterError": ("daskgpu.errors", "ParameterError"),
 }

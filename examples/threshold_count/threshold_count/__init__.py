@@ -1,0 +1,1 @@
+"""A daskgpu plugin: threshold-count, written with ``daskgpu.array_pipeline``."""
