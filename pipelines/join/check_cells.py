@@ -9,8 +9,9 @@ This module establishes, without any join:
 - every block's joined rows (``BLOCK_ROWS`` rows, the unit the tables are drawn in) equal the
   count its definition gives, ``floor(M b1 / N) - floor(M b0 / N)`` for rows ``[b0, b1)``
   (:mod:`daskgpu.data.synthetic_tables`);
-- a seeded sample of cells (``spot_checks.sample_size`` of them), drawn again on the workers
-  by the tables' definition (a block at a time) and joined by lookup (a key's partner row
+- a seeded sample of cells (``spot_checks.sample_size`` of them), drawn again by the tables'
+  definition (a block at a time; in this process for CPU workers, on GPU workers in CuPy) and
+  joined by lookup (a key's partner row
   follows from the right table's definition, its ``y`` drawn again), has the certified rows
   and sums, group by group.
 
@@ -71,8 +72,15 @@ def certified(cells, count: int) -> tuple[dict, list[str]]:
 
 
 def _redrawn(ctx: dict, drawn: np.ndarray) -> dict:
-    """The drawn cells recomputed on the cluster, one task per worker thread."""
+    """The drawn cells recomputed: here with NumPy for CPU workers, else on the cluster.
+
+    A sample is a few hundred thousand rows drawn from the tables' definition: in this
+    process it costs less than a round trip to the workers. GPU workers join theirs in CuPy,
+    one task per worker thread.
+    """
     sizes = {name: ctx[name] for name in ("rows", "right_rows", "matched")}
+    if ctx["library"] == "numpy":
+        return redrawn_cells(drawn.tolist(), sizes, ctx["seed"], "numpy")
     batches = np.array_split(drawn, min(len(drawn), ctx["threads"]))
     found = dask.compute(*[dask.delayed(redrawn_cells)(batch.tolist(), sizes, ctx["seed"],
                                                        ctx["library"]) for batch in batches])
