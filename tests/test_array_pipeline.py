@@ -29,6 +29,15 @@ sys.path.insert(0, str(EXAMPLE))
 from threshold_count import pipeline as example  # noqa: E402  (registers "threshold-count")
 
 NAME = "threshold-count"
+# Registered for this module's tests only: other modules walk every registered pipeline.
+registry._REGISTRY.pop(NAME, None)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _example_registered():
+    registry._REGISTRY[NAME] = example.threshold_count
+    yield
+    registry._REGISTRY.pop(NAME, None)
 
 
 @pytest.fixture(scope="module")
