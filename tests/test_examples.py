@@ -78,3 +78,33 @@ def test_an_installed_examples_own_tests_pass_as_written(installed, tmp_path):
                           env=env, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert " passed" in proc.stdout and "failed" not in proc.stdout, proc.stdout
+
+
+def test_new_pipeline_writes_a_package_that_installs_runs_and_passes_its_test(tmp_path):
+    """``cli.py new-pipeline NAME``: the package as written, installed, runs and tests green."""
+    written = subprocess.run([sys.executable, str(ROOT / "cli.py"), "new-pipeline", "my-count",
+                              "--dir", str(tmp_path / "my-count")], capture_output=True,
+                             text=True, cwd=tmp_path, timeout=120)
+    assert written.returncode == 0, written.stderr
+    assert (tmp_path / "my-count" / "my_count" / "pipeline.py").is_file(), written.stdout
+    site = tmp_path / "site"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                           "--no-compile", "--target", str(site), str(tmp_path / "my-count")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    env = dict(os.environ)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT)])
+    run = _cli(env, "run", "my-count", "--cpu", "--workers", "2", "--no-dashboard", "--json",
+               "--shape", "600,400", "--chunks", "100,200", "--seed", "5")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["verified"] is True
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "tests"], capture_output=True, text=True, env=env,
+                           cwd=tmp_path / "my-count", timeout=600)
+    assert tests.returncode == 0 and " passed" in tests.stdout, tests.stdout + tests.stderr
+    again = subprocess.run([sys.executable, str(ROOT / "cli.py"), "new-pipeline", "my-count",
+                            "--dir", str(tmp_path / "my-count")], capture_output=True,
+                           text=True, timeout=120)
+    assert again.returncode == 2 and "exists" in again.stderr, again.stderr
+    assert again.stderr.count("\n") == 1 and "Traceback" not in again.stderr

@@ -234,6 +234,24 @@ def list_pipelines(as_json):
         Console().print(report.pipelines_table(summaries))
 
 
+@app.command("new-pipeline")
+@click.argument("name")
+@click.option("--dir", "folder", default=None, metavar="PATH",
+              help="Where to write the package [default: ./NAME].")
+def new_pipeline(name, folder):
+    """Write a plugin package for pipeline NAME: pyproject, pipeline module, test.
+
+    It installs (pip install -e PATH), lists, runs, verifies and passes its test as written.
+    """
+    from daskgpu.cli import scaffold
+
+    target = folder or name
+    for path in scaffold.write(name, target):
+        click.echo(path)
+    click.echo(f"next: pip install -e {target} && daskgpu run {name} --cpu && "
+               f"(cd {target} && pytest)")
+
+
 @app.command("devices")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_devices(as_json):
