@@ -143,13 +143,18 @@ def b_products(ctx: dict, kb: int, j: int, piece: tuple[int, int]) -> dict:
     absolute = _Absolute(xp)
     for first, rows in row_slabs(ctx, 1, (kb, j), piece):
         at = slice(first - piece[0], first - piece[0] + rows.shape[0])
-        out["y"][at] = _host(rows @ r_dev)
-        out["yabs"][at] = _host(absolute(rows) @ r_abs)
-        flat = rows.ravel()
-        out["squares"] += float(_host(xp.dot(flat, flat)))
+        out["y"][at], out["yabs"][at], squares = _slab_products(rows, r_dev, r_abs, absolute, xp)
+        out["squares"] += squares
         if held.size:
             out["columns"][at, held] = _host(rows[:, picked_at])
     return out
+
+
+def _slab_products(rows, vectors, magnitudes, absolute, xp) -> tuple:
+    """``rows @ vectors``, ``|rows| @ magnitudes`` and the rows' sum of squares, on the host."""
+    flat = rows.ravel()
+    return (_host(rows @ vectors), _host(absolute(rows) @ magnitudes),
+            float(_host(xp.dot(flat, flat))))
 
 
 def _joined(parts: list[dict]) -> dict:
@@ -181,10 +186,9 @@ def a_products(ctx: dict, i: int, kb: int, piece: tuple[int, int], from_b: list)
     absolute = _Absolute(xp)
     for first, rows in row_slabs(ctx, 0, (i, kb), piece):
         at = slice(first - piece[0], first - piece[0] + rows.shape[0])
-        out["q"][at] = _host(rows @ y_dev)
-        out["qabs"][at] = _host(absolute(rows) @ yabs_dev)
-        flat = rows.ravel()
-        out["a_squares"] += float(_host(xp.dot(flat, flat)))
+        out["q"][at], out["qabs"][at], squares = _slab_products(rows, y_dev, yabs_dev, absolute,
+                                                                xp)
+        out["a_squares"] += squares
         local = rows_of_cells - r0 - first
         for s in np.flatnonzero((local >= 0) & (local < rows.shape[0])):
             row, column = _host(rows[int(local[s])]), columns[:, s]
