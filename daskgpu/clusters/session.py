@@ -66,7 +66,7 @@ class Session:
     dashboard: str | None = None
     notices: tuple[str, ...] = ()
     worker_pids: dict = field(default_factory=dict, compare=False)
-    runs: list = field(default_factory=list, compare=False, repr=False)
+    start_counted: bool = field(default=False, compare=False, repr=False)
     closer: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     def start_for_next_run(self) -> float | None:
@@ -74,9 +74,10 @@ class Session:
 
         A reused session's start is paid once: later runs neither report nor count it.
         """
-        first = not self.runs
-        self.runs.append(None)
-        return self.start_s if first else None
+        if self.start_counted:
+            return None
+        object.__setattr__(self, "start_counted", True)
+        return self.start_s
 
     @property
     def backend(self) -> Backend:
