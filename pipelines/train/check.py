@@ -46,7 +46,8 @@ from pipelines.train.check_rules import check_descent as _check_descent
 from pipelines.train.check_rules import check_structure as _check_structure
 from pipelines.train.check_rules import descent_applies as _descent_applies
 from pipelines.train.check_rules import floor_applies as _floor_applies
-from pipelines.train.shared import TEST, TRAIN, input_held_out
+from pipelines.train.check_rules import why_it_may_rise as _why_it_may_rise
+from pipelines.train.shared import TEST, TRAIN, cell_rows, input_held_out
 
 SAMPLED_STEPS = 4  # steps whose update is recomputed: the first, the last, seeded others
 
@@ -81,13 +82,12 @@ def _verify_full(ctx: dict, raw) -> Verification:
                   "(no teacher: no bound on it)")
     else:
         floor = (f"{totals['floor'] / tested:.4f}" if _floor_applies(ctx)
-                 else "- (not required with mini-batches or under "
+                 else "- (not required with mini-batches, a hidden layer or under "
                       f"{ROWS_PER_FEATURE} rows per feature)")
         bounds = (f"test accuracy {raw['test_right'] / tested:.4f} within [{floor}, "
                   f"{totals['ceiling'] / tested:.4f}] (most common class, teacher's best)")
     descent = ("the loss never rose (a safe learning rate)" if _descent_applies(ctx, totals)
-               else "the loss may rise (" + ("mini-batches" if ctx["batch"] is not None
-                                              else "no provably safe learning rate") + ")")
+               else f"the loss may rise ({_why_it_may_rise(ctx)})")
     return Verification(True, (
         f"{len(steps)} of {ctx['steps']} steps recomputed in float64 on {rows} agree; "
         f"{ctx['steps'] + 1} losses and accuracies agree; {descent}; {bounds}"))
@@ -102,19 +102,22 @@ def _recompute(ctx: dict, weights: np.ndarray, steps: list[int]) -> dict:
     dtype, library, seed = ctx["dtype"], ctx["library"], ctx["seed"]
     source = ctx["input"]
     if source is not None:
-        source = {**source, "held_out": input_held_out(source["rows"])}
+        source = {**source, "held_out": input_held_out(source["rows"],
+                                                        ctx.get("validation_fraction"))}
+    model = {"features": ctx["features"], "classes": ctx["classes"],
+             "cell": cell_rows(ctx["features"], np.dtype(dtype).itemsize, library)}
     train_specs, firsts = [], np.cumsum((0, *ctx["train_sizes"]))
     for i, rows in enumerate(ctx["train_sizes"]):
-        train_specs.append({"seed": seed, "part": TRAIN, "index": i, "rows": rows,
-                            "classes": ctx["classes"]} if source is None else
-                           {"source": source, "seed": seed, "first": int(firsts[i]),
+        train_specs.append({**model, "seed": seed, "part": TRAIN, "index": i, "rows": rows}
+                           if source is None else
+                           {**model, "source": source, "seed": seed, "first": int(firsts[i]),
                             "count": rows, "gram": _gram_kind(ctx)})
     if source is None:
-        test_specs = [{"seed": seed, "part": TEST, "index": i, "rows": rows,
-                       "classes": ctx["classes"]} for i, rows in enumerate(ctx["test_sizes"])]
+        test_specs = [{**model, "seed": seed, "part": TEST, "index": i, "rows": rows}
+                      for i, rows in enumerate(ctx["test_sizes"])]
     else:  # the held-out rows, drawn again, in slabs of this check's own
         test = held_out(seed, source["rows"], source["held_out"])
-        test_specs = [{"source": source, "rows": test[i:i + SLAB]}
+        test_specs = [{**model, "source": source, "rows": test[i:i + SLAB]}
                       for i in range(0, len(test), SLAB)]
     batches = [None if ctx["batch"] is None else
                {"seed": seed, "size": ctx["batch"], "samples": ctx["samples"], "index": i}
@@ -197,7 +200,7 @@ def _gram_kind(ctx: dict) -> str | None:
     The whole matrix where that costs at most about twice what the replay does (``A^T A``
     against the logits of every step); else its trace, never below the largest eigenvalue.
     """
-    if ctx["batch"] is not None:
+    if ctx["batch"] is not None or ctx.get("hidden") is not None:
         return None
     return ("full" if ctx["features"] + 1 <= 4 * (ctx["steps"] + 1) * ctx["classes"]
             else "trace")
@@ -224,7 +227,7 @@ def _sampled_steps(ctx: dict) -> list[int]:
 
 def _perturbed_weight(raw: dict) -> dict:
     weights = np.array(raw["weights"], copy=True)
-    weights[-1, 0, 0] += 1e-3 * max(1.0, float(np.abs(weights[-1]).max()))
+    weights[-1].reshape(-1)[0] += 1e-3 * max(1.0, float(np.abs(weights[-1]).max()))
     return {**raw, "weights": weights}
 
 
@@ -247,7 +250,8 @@ def _inflated_train_accuracy(raw: dict) -> dict:
 
 
 # What a failed check's detail names (a regular expression, see Mutation.names).
-WEIGHTS_MOVED = r"step \d+: (the weights moved by \S+ along probe|weights\[\d+, \d+\] = )"
+WEIGHTS_MOVED = (r"step \d+: (the weights moved by \S+ along probe|"
+                 r"weights\[\d+(, \d+)?\] = )")
 MUTATIONS = (
     Mutation("one final weight perturbed", _perturbed_weight, WEIGHTS_MOVED),
     Mutation("last step with twice the learning rate", _doubled_last_rate, WEIGHTS_MOVED),

@@ -38,6 +38,7 @@ import numpy as np
 
 from daskgpu.toolkit import spot_checks
 from daskgpu.toolkit.registry import Verification
+from pipelines.train import check_hidden
 from pipelines.train.check_kept import (
     EPS64,
     LAMBDA,
@@ -57,6 +58,7 @@ from pipelines.train.check_rules import (
     check_structure,
     descent_applies,
     floor_applies,
+    why_it_may_rise,
 )
 from pipelines.train.shared import (
     PROBES,
@@ -66,6 +68,7 @@ from pipelines.train.shared import (
     cell_rows,
     cells_of,
     input_held_out,
+    parameter_count,
 )
 
 
@@ -105,7 +108,10 @@ def _plan(ctx: dict) -> dict:
             "step_cells": [cells_of(b, cell) for b in read],
             "final_cells": [cells_of(n, cell) for n in sizes],
             "test_cells": [cells_of(n, cell) for n in ctx["test_sizes"]],
-            "probes": probes(ctx["seed"], ctx["features"], ctx["classes"])}
+            "probes": (probes(ctx["seed"], ctx["features"], ctx["classes"])
+                       if ctx.get("hidden") is None else
+                       (check_hidden.probes(ctx["seed"], parameter_count(
+                           ctx["features"], ctx["hidden"], ctx["classes"])), None))}
     per_step = sum(plan["step_cells"])
     population = steps * per_step  # the steps' cell passes
     drawn = spot_checks.sample_size(population)
@@ -255,7 +261,8 @@ def _test_jobs(ctx: dict, plan: dict, weights: np.ndarray) -> list[dict]:
 
 
 def _source(ctx: dict) -> dict:
-    return {**ctx["input"], "held_out": input_held_out(ctx["input"]["rows"])}
+    return {**ctx["input"], "held_out": input_held_out(ctx["input"]["rows"],
+                                                       ctx.get("validation_fraction"))}
 
 
 def _data_cells(ctx: dict, plan: dict) -> dict:
@@ -335,6 +342,8 @@ def _norm_sums(done: dict) -> dict:
 
 def _check_steps(ctx: dict, raw, plan: dict, done: dict) -> str | None:
     """Every step moved the weights by its cells' gradients, along every probe."""
+    if ctx.get("hidden") is not None:
+        return _check_hidden_steps(ctx, raw, plan, done)
     steps, n, rate = ctx["steps"], ctx["samples"], ctx["learning_rate"]
     weights = np.asarray(raw["weights"], dtype=np.float64)
     r, s = plan["probes"]
@@ -351,6 +360,37 @@ def _check_steps(ctx: dict, raw, plan: dict, done: dict) -> str | None:
         # the run's float64 sums of the cells' float32 products, and of these probes
         allowed += ((sum(cells) + ctx["features"] + ctx["classes"] + 8) * EPS64 * 4
                     * np.abs(s).max(axis=1) * np.sqrt((r ** 2).sum(axis=1)) * lifted)
+        summed = _scaled(plan, cells, np.asarray(raw["cells"][t]["probe"]), t,
+                         steps).sum(axis=0)
+        excess = np.abs(along - summed) - allowed
+        if np.any(excess > 0):
+            m = int(np.argmax(excess))
+            return (f"step {t + 1}: the weights moved by {along[m]:.9g} along probe {m} "
+                    f"(times samples / rate); the gradient summed from the run's cells gives "
+                    f"{summed[m]:.9g} (tolerance {allowed[m]:.2g})")
+    return None
+
+
+def _check_hidden_steps(ctx: dict, raw, plan: dict, done: dict) -> str | None:
+    """:func:`_check_steps` of a hidden-layer model: probes ``r . g`` of flat gradients."""
+    steps, n, rate = ctx["steps"], ctx["samples"], ctx["learning_rate"]
+    weights = np.asarray(raw["weights"], dtype=np.float64)
+    r, _ = plan["probes"]
+    reach = np.abs(r)
+    u, parameters = unit(ctx["dtype"]), weights.shape[1]
+    top = float(plan["scale"].max())
+    l1 = sum(d["whole"][0]["l1"] for d in done["train"])
+    cells = plan["step_cells"]
+    for t in range(steps):
+        moved = (weights[t] - weights[t + 1]) * (n / rate)
+        along = r @ moved
+        # the weights' rounding to the dtype; this check's float64 products
+        allowed = ((n / rate) * (u + 4 * EPS64) * (reach @ np.abs(weights[t + 1]))
+                   + (parameters + 8) * EPS64 * (reach @ np.abs(moved)))
+        # the run's float64 sums of its cells' gradients and of their probes
+        size = check_hidden.gradient_l1_bound(weights[t], ctx["features"], ctx["classes"],
+                                              l1, n) * top
+        allowed += (sum(cells) + parameters + 8) * EPS64 * 4 * reach.max(axis=1) * size
         summed = _scaled(plan, cells, np.asarray(raw["cells"][t]["probe"]), t,
                          steps).sum(axis=0)
         excess = np.abs(along - summed) - allowed
@@ -439,6 +479,9 @@ def _rule_totals(ctx: dict, raw, plan: dict, done: dict) -> dict:
         common = float(sum(d["labels"] for d in done["test"]).max())
         out["floor"], out["ceiling"] = accuracy_bounds(tested, common, best)
         out["test"]["best"] = best
+    if ctx.get("hidden") is not None:  # no never-rise rule: no curvature needed
+        out["loss_tol"] = np.zeros(ctx["steps"] + 1)
+        return out
     sums = _norm_sums(done)
     n, u = ctx["samples"], unit(ctx["dtype"])
     weights = np.asarray(raw["weights"], dtype=np.float64)
@@ -470,17 +513,17 @@ def _words(ctx: dict, raw, plan: dict, done: dict, totals: dict) -> str:
                      "rows recomputed (no teacher: no bound on it)")
     else:
         floor = (f"{totals['floor'] / tested:.4f}" if floor_applies(ctx)
-                 else "- (not required with mini-batches or under "
+                 else "- (not required with mini-batches, a hidden layer or under "
                       f"{ROWS_PER_FEATURE} rows per feature)")
         words.append(f"test accuracy {raw['test_right'] / tested:.4f} recomputed, within "
                      f"[{floor}, {totals['ceiling'] / tested:.4f}] (most common class, "
                      "teacher's best recomputed)")
+    why = why_it_may_rise(ctx)
+    if ctx["batch"] is None and ctx.get("hidden") is None:
+        why = "no learning rate provably safe" + (" from the trace of A^T A"
+                                                  if ctx["input"] is not None else "")
     words.append("the loss never rose (a safe learning rate)" if descent_applies(ctx, totals)
-                 else "the loss may rise (" + ("mini-batches" if ctx["batch"] is not None
-                                               else "no learning rate provably safe"
-                                               + (" from the trace of A^T A"
-                                                  if ctx["input"] is not None else ""))
-                 + ")")
+                 else f"the loss may rise ({why})")
     words.append(_data_words(ctx, plan, done))
     return "; ".join(words)
 

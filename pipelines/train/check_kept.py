@@ -22,6 +22,7 @@ import numpy as np
 
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.numeric import generator
+from pipelines.train import check_hidden
 from pipelines.train.check_replay import (
     LAMBDA,
     _read,
@@ -191,6 +192,17 @@ def row_values(xp, z, y, err, mine, u: float, probing=None):
 # --------------------------------------------------------------------------- the tasks
 
 
+def _cells(xp, x, y, weights, probed: int, r, s, job: dict, precise: bool = False) -> dict:
+    """:func:`pass_cells`, or a hidden-layer model's, always in float64.
+
+    Flat weights ``(sets, parameters)``: :func:`pipelines.train.check_hidden.cells`.
+    """
+    if np.ndim(weights) == 2:
+        return check_hidden.cells(xp, x, y, np.asarray(weights), probed, r, job["cell"],
+                                  unit(job["dtype"]), job["classes"])
+    return pass_cells(xp, x, y, weights, probed, r, s, job["cell"], job["dtype"], precise)
+
+
 def batch_rows_drawn(seed: int, step: int, index: int, rows: int, size: int) -> np.ndarray:
     """The shard's rows of a step's mini-batch, drawn again: ``size`` of ``rows``, sorted."""
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(BATCH, step, index)))
@@ -214,13 +226,12 @@ def training_shard(shard: dict, job: dict) -> dict:
     out = {"whole": [], "sampled": []}
     for rows, weights, probed in job["whole"]:
         xr, yr = (x, y) if rows is None else (x[xp.asarray(rows)], y[xp.asarray(rows)])
-        out["whole"].append(pass_cells(xp, xr, yr, weights, probed, r, s, job["cell"],
-                                       job["dtype"]))
+        out["whole"].append(_cells(xp, xr, yr, weights, probed, r, s, job))
     cell = job["cell"]
     for t, c, rows, weights in job["sampled"]:
         xr, yr = (x, y) if rows is None else (x[xp.asarray(rows)], y[xp.asarray(rows)])
-        got = pass_cells(xp, xr[c * cell:(c + 1) * cell], yr[c * cell:(c + 1) * cell],
-                         np.asarray(weights)[None], 1, r, s, cell, job["dtype"], precise=True)
+        got = _cells(xp, xr[c * cell:(c + 1) * cell], yr[c * cell:(c + 1) * cell],
+                     np.asarray(weights)[None], 1, r, s, job, precise=True)
         out["sampled"].append((t, c, {key: got[key][0][0] for key in (
             "loss", "loss_tol", "right", "close", "probe", "probe_tol")}))
     out["data"] = kept_data(xp, x, y, job)
@@ -239,7 +250,7 @@ def test_shard(shard: dict, job: dict) -> dict:
     x, y = shard["x"], shard["y"]
     r, s = job["probes"]
     (_rows, weights, _probed), = job["whole"]
-    out = {"whole": [pass_cells(xp, x, y, weights, 0, r, s, job["cell"], job["dtype"])]}
+    out = {"whole": [_cells(xp, x, y, weights, 0, r, s, job)]}
     if job.get("teacher") is not None:
         teacher = xp.asarray(_teacher(*job["teacher"]))
         best = right = 0.0

@@ -13,6 +13,7 @@ times the sum of the products' magnitudes, but with probability ``2 n exp(-LAMBD
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.numeric import generator
+from pipelines.train import check_hidden
 from pipelines.train.shared import BATCH, HELD_OUT, TEACHER, TEACHER_SHARPNESS, batch_rows
 
 LAMBDA = 9.0
@@ -160,7 +162,12 @@ def shard_totals(shard: dict, weights: np.ndarray, steps: list[int], batch: dict
     teacher's best sum.
     """
     xp = importlib.import_module(library)
-    count, features1, classes = weights.shape
+    if weights.ndim == 3:  # softmax regression: (count, features + 1, classes)
+        count, features1, classes = weights.shape
+        summing = totals
+    else:  # a hidden layer: (count, parameters), flat
+        count, features1, classes = weights.shape[0], shard["features"] + 1, shard["classes"]
+        summing = functools.partial(_hidden_totals, classes=classes, cell=shard["cell"])
     best = 0.0
     if "part" in shard:
         x, y, best = _drawn(xp, shard["seed"], shard["part"], shard["index"], shard["rows"],
@@ -173,12 +180,12 @@ def shard_totals(shard: dict, weights: np.ndarray, steps: list[int], batch: dict
             rows = _training_rows(shard["first"], shard["count"], test)
         x, y = _read(xp, shard["source"], rows, dtype)
     if batch is None:
-        out = totals(xp, x, y, weights, steps, dtype)
+        out = summing(xp, x, y, weights, steps, dtype)
         out["rows"] = xp.full(count, float(x.shape[0]))
         if shard.get("gram"):
             out["gram"] = _gram(xp, x, shard["gram"] == "full")
     else:
-        out = _batch_totals(xp, x, y, weights, steps, batch, dtype)
+        out = _batch_totals(xp, x, y, weights, steps, batch, dtype, summing)
     done = {k: to_host(v) for k, v in out.items()}
     done["labels"] = to_host(xp.bincount(y, minlength=classes)).astype(np.float64)
     done["best"] = best
@@ -204,19 +211,26 @@ def _gram(xp, x_all, full: bool):
     return gram
 
 
-def _batch_totals(xp, x, y, weights, steps: list[int], batch: dict, dtype: str) -> dict:
-    count, features1, classes = weights.shape
+def _hidden_totals(xp, x, y, weights, steps: list[int], dtype: str, classes: int,
+                   cell: int) -> dict:
+    """:func:`totals` of a hidden-layer model (:mod:`pipelines.train.check_hidden`)."""
+    return check_hidden.totals(xp, x, y, weights, steps, unit(dtype), classes, cell, SLAB)
+
+
+def _batch_totals(xp, x, y, weights, steps: list[int], batch: dict, dtype: str,
+                  summing=totals) -> dict:
+    count, shape = weights.shape[0], weights.shape[1:]
     n = x.shape[0]
     out = {name: xp.zeros(count) for name in ("loss", "loss_tol", "right", "close", "rows")}
-    out["gradient"] = xp.zeros((len(steps), features1, classes))
-    out["gradient_tol"] = xp.zeros((len(steps), features1, classes))
+    out["gradient"] = xp.zeros((len(steps), *shape))
+    out["gradient_tol"] = xp.zeros((len(steps), *shape))
     for t in range(count - 1):
         spawn = (BATCH, t, batch["index"])
         rng = np.random.default_rng(np.random.SeedSequence(batch["seed"], spawn_key=spawn))
         size = batch_rows(batch["size"], n, batch["samples"])
         mine = xp.asarray(np.sort(rng.choice(n, size=size, replace=False)))
         sampled = [steps.index(t)] if t in steps else []
-        part = totals(xp, x[mine], y[mine], weights[t:t + 1], [0] * len(sampled), dtype)
+        part = summing(xp, x[mine], y[mine], weights[t:t + 1], [0] * len(sampled), dtype)
         scale = n / size
         for name in ("loss", "loss_tol"):
             out[name][t] = part[name][0] * scale
@@ -226,7 +240,7 @@ def _batch_totals(xp, x, y, weights, steps: list[int], batch: dict, dtype: str) 
         for i in sampled:
             out["gradient"][i] = part["gradient"][0] * scale
             out["gradient_tol"][i] = part["gradient_tol"][0] * scale
-    last = totals(xp, x, y, weights[-1:], [], dtype)
+    last = summing(xp, x, y, weights[-1:], [], dtype)
     for name in ("loss", "loss_tol", "right", "close"):
         out[name][-1] = last[name][0]
     out["rows"][-1] = n

@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from pipelines.train.shared import INIT, parameter_count
+
 FALSE_ALARM = 1e-9  # chance that a correct run falls outside a statistical bound (each)
 BEST_RTOL = 1e-9  # the teacher's best accuracy: float64 sums of probabilities in two orders
 ROWS_PER_FEATURE = 10  # fewer training rows per feature: a model may rightly learn nothing
@@ -33,7 +35,9 @@ def check_structure(ctx: dict, raw) -> str | None:
     keys = ("weights", "losses", "right", "test_right", "test_best")
     if not isinstance(raw, dict) or any(k not in raw for k in keys):
         return f"result carries no weights, losses and accuracies to check: {type(raw)}"
-    shape = (ctx["steps"] + 1, ctx["features"] + 1, ctx["classes"])
+    hidden = ctx.get("hidden")
+    shape = ((ctx["steps"] + 1, ctx["features"] + 1, ctx["classes"]) if hidden is None else
+             (ctx["steps"] + 1, parameter_count(ctx["features"], hidden, ctx["classes"])))
     weights = np.asarray(raw["weights"])
     if weights.shape != shape:
         return f"weights of shape {weights.shape}; {shape} expected (every step's and the last)"
@@ -41,8 +45,9 @@ def check_structure(ctx: dict, raw) -> str | None:
         return f"{len(raw['losses'])} losses, {len(raw['right'])} accuracies for {shape[0]} steps"
     if len(raw.get("rows", ())) != shape[0]:
         return f"{len(raw.get('rows', ()))} row counts for {shape[0]} steps"
-    if np.any(weights[0] != 0):
-        return "weights before the first step are not zero"
+    start, what = initial_weights(ctx)
+    if not np.array_equal(weights[0], start):
+        return f"weights before the first step are not {what}"
     if not np.all(np.isfinite(weights)):
         return "weights hold NaN or infinite values (the training diverged)"
     return None
@@ -63,9 +68,37 @@ def check_bounds(ctx: dict, raw, totals: dict, steps: list[int]) -> str | None:
     return None
 
 
+def initial_weights(ctx: dict) -> tuple[np.ndarray, str]:
+    """The weights a run must start from, in its dtype, and what they are.
+
+    Read from ``--init-weights`` with NumPy's own reader; else zero for softmax regression;
+    else drawn as :data:`pipelines.train.shared.INIT` documents (Glorot's uniform).
+    """
+    features, hidden, classes = ctx["features"], ctx.get("hidden"), ctx["classes"]
+    dtype = ctx["dtype"]
+    if ctx.get("init_weights") is not None:
+        with np.load(ctx["init_weights"]) as stored:
+            names = ("W", "b") if hidden is None else ("W1", "b1", "W2", "b2")
+            parts = [np.asarray(stored[n], dtype=np.float64) for n in names]
+        if hidden is None:
+            return np.vstack([parts[0], parts[1][None]]).astype(dtype), "the file's"
+        return (np.concatenate([np.vstack([parts[0], parts[1][None]]).ravel(),
+                                np.vstack([parts[2], parts[3][None]]).ravel()]).astype(dtype),
+                "the file's")
+    if hidden is None:
+        return np.zeros((features + 1, classes), dtype), "zero"
+    rng = np.random.default_rng(np.random.SeedSequence(ctx["seed"], spawn_key=(INIT,)))
+    low = math.sqrt(6.0 / (features + hidden))
+    first = rng.uniform(-low, low, (features, hidden))
+    high = math.sqrt(6.0 / (hidden + classes))
+    second = rng.uniform(-high, high, (hidden, classes))
+    flat = np.concatenate([first.ravel(), np.zeros(hidden), second.ravel(), np.zeros(classes)])
+    return flat.astype(dtype), "the seeded Glorot-uniform draw"
+
+
 def floor_applies(ctx: dict) -> bool:
     """Full batches on enough rows: a correct run must beat the most common class."""
-    return (ctx.get("batch") is None
+    return (ctx.get("batch") is None and ctx.get("hidden") is None
             and ctx["samples"] >= ROWS_PER_FEATURE * (ctx["features"] + 1))
 
 
@@ -96,11 +129,21 @@ def input_safe_rate(gram: np.ndarray, samples: int) -> float:
 
 def descent_applies(ctx: dict, totals: dict) -> bool:
     """Full batches at a provably safe learning rate (``totals["gram"]`` for an input)."""
-    if ctx.get("batch") is not None:
-        return False  # a mini-batch step may rightly raise the loss
+    if ctx.get("batch") is not None or ctx.get("hidden") is not None:
+        return False  # a mini-batch step, or a ReLU layer's, may rightly raise the loss
     if ctx.get("input") is not None:
         return ctx["learning_rate"] <= input_safe_rate(totals["gram"], ctx["samples"])
     return ctx["learning_rate"] <= safe_rate(ctx["samples"], ctx["features"])
+
+
+def why_it_may_rise(ctx: dict) -> str:
+    """Why the never-rise rule does not apply (where :func:`descent_applies` is false)."""
+    if ctx.get("batch") is not None:
+        return "mini-batches"
+    if ctx.get("hidden") is not None:
+        return ("a ReLU hidden layer: its loss has no Lipschitz gradient, so no step size is "
+                "provably safe")
+    return "no provably safe learning rate"
 
 
 def check_descent(ctx: dict, raw, totals: dict, steps: list[int]) -> str | None:

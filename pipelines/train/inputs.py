@@ -81,10 +81,10 @@ def _check_labels(y, x, classes: int) -> None:
                              f"{max(high + 1, 2)} or more)")
 
 
-def held_out(seed: int, rows: int) -> np.ndarray:
-    """The sorted held-out test rows of an input of ``rows`` rows."""
+def held_out(seed: int, rows: int, fraction: float | None = None) -> np.ndarray:
+    """The sorted held-out test rows of an input of ``rows`` rows (``--validation-fraction``)."""
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(HELD_OUT,)))
-    return np.sort(rng.choice(rows, size=input_held_out(rows), replace=False))
+    return np.sort(rng.choice(rows, size=input_held_out(rows, fraction), replace=False))
 
 
 def file_ranges(rows: int, test: np.ndarray, sizes) -> list[tuple[int, int, np.ndarray]]:
@@ -135,3 +135,52 @@ def make_input_shard(features, labels, start: int, stop: int, test: np.ndarray, 
 def held_out_part(shard: dict) -> dict:
     """The held-out rows a shard read, as a shard of their own."""
     return {"x": shard["test_x"], "y": shard["test_y"], "best": 0.0, "index": shard["index"]}
+
+
+def load_initial(path: str, features: int, hidden: int | None, classes: int,
+                 dtype: str) -> np.ndarray:
+    """``--init-weights``: an ``.npz`` as ``--output`` writes it, as the run's start.
+
+    ``W`` ``(features, classes)`` and ``b`` ``(classes,)``, or with ``--hidden`` ``W1``,
+    ``b1``, ``W2``, ``b2``. Returns softmax regression's ``(features + 1, classes)`` weights
+    (the bias as the last row) or a hidden-layer model's flat ones, in ``dtype``.
+
+    Raises
+    ------
+    InputFileError
+        A missing or unreadable file, other arrays, other shapes, values that are not
+        finite.
+    """
+    what = f"--init-weights {path}"
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            arrays = {name: np.asarray(stored[name]) for name in stored.files}
+    except FileNotFoundError:
+        raise InputFileError(f"{what}: no such file; give an .npz written by --output"
+                             ) from None
+    except (OSError, ValueError) as error:
+        raise InputFileError(f"{what}: not an .npz of arrays NumPy can read "
+                             f"({type(error).__name__}); give one written by --output") from None
+    if hidden is None:
+        shapes = {"W": (features, classes), "b": (classes,)}
+    else:
+        shapes = {"W1": (features, hidden), "b1": (hidden,), "W2": (hidden, classes),
+                  "b2": (classes,)}
+    if set(arrays) != set(shapes):
+        model = ("softmax regression (W, b)" if hidden is None
+                 else f"a hidden layer of {hidden} (W1, b1, W2, b2)")
+        raise InputFileError(f"{what}: holds {', '.join(sorted(arrays)) or 'nothing'}; "
+                             f"{model} needs {', '.join(shapes)}")
+    for name, shape in shapes.items():
+        array = arrays[name]
+        if array.shape != shape:
+            raise InputFileError(f"{what}: {name} of shape {array.shape}; {shape} is needed "
+                                 f"(--features {features}, --classes {classes}"
+                                 + ("" if hidden is None else f", --hidden {hidden}") + ")")
+        if array.dtype.kind not in "fiu" or not np.all(np.isfinite(array)):
+            raise InputFileError(f"{what}: {name} holds values that are not finite numbers")
+    if hidden is None:
+        return np.vstack([arrays["W"], arrays["b"][None]]).astype(dtype)
+    return np.concatenate([np.vstack([arrays["W1"], arrays["b1"][None]]).reshape(-1),
+                           np.vstack([arrays["W2"], arrays["b2"][None]]).reshape(-1)]
+                          ).astype(dtype)

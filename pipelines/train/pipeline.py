@@ -33,16 +33,19 @@ from daskgpu.toolkit.params import (
     finite_float,
     non_negative_int,
     optional_path,
+    output_path,
     positive_int,
 )
 from daskgpu.toolkit.registry import Resolved, Workload, pipeline
 from daskgpu.toolkit.timing import timed
 from pipelines.train import SUMMARY
 from pipelines.train.check import MUTATIONS, verify
+from pipelines.train.hidden import initial_weights, layers
 from pipelines.train.inputs import (
     file_ranges,
     held_out,
     held_out_part,
+    load_initial,
     make_input_shard,
     open_inputs,
     reader_of,
@@ -55,6 +58,8 @@ from pipelines.train.shared import (
     held_out_rows,
     held_out_shards,
     input_held_out,
+    parameter_count,
+    unpacked,
 )
 from pipelines.train.tasks import make_shard, shard_pass, teacher_weights, train
 
@@ -84,6 +89,14 @@ def learning_rate(value) -> float:
     return number
 
 
+def fraction(value) -> float:
+    """A share strictly between 0 and 1."""
+    number = finite_float(value)
+    if not 0 < number < 1:
+        raise ValueError("must lie strictly between 0 and 1 (a share of the rows held out)")
+    return number
+
+
 PARAMS = (
     Param("samples", positive_int, None, "Training rows [default: 1000000 on CPU, 20000000 "
           "on GPUs].", "N"),
@@ -103,6 +116,16 @@ PARAMS = (
           "array (with --labels); a seeded tenth of its rows is held out.", "PATH"),
     Param("labels", optional_path, None, "Class labels (integers 0..classes-1, one per row "
           "of --input) in a .npy file or Zarr array.", "PATH"),
+    Param("hidden", positive_int, None, "A hidden layer of N ReLU units: Dense(N, relu) -> "
+          "Dense(classes, softmax), Glorot-uniform weights seeded [default: none, softmax "
+          "regression from zero].", "N"),
+    Param("validation_fraction", fraction, None, "Share of the rows held out, seeded; "
+          "their loss and accuracy are reported [default: a tenth, 1000 to 200000 rows].",
+          "F"),
+    Param("init_weights", optional_path, None, "Start from these weights: an .npz as "
+          "--output writes it (W, b; or W1, b1, W2, b2 with --hidden).", "PATH"),
+    Param("output", output_path((".npz",)), None, "Write the final weights to this .npz "
+          "(W, b; or W1, b1, W2, b2), once the run has verified.", "PATH"),
 )
 DEFAULT_FEATURES = 784
 
@@ -131,11 +154,15 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     if values["batch_size"] is not None and values["batch_size"] > samples:
         raise ParameterError(f"--batch-size {values['batch_size']}: over the {samples} training "
                              f"rows; give at most {samples} (or leave it out: full batches)")
-    weights = (features + 1) * values["classes"]
+    weights = parameter_count(features, values["hidden"], values["classes"])
     if weights > MAX_WEIGHTS:
+        layer = "" if values["hidden"] is None else f" (--hidden {values['hidden']})"
         raise ParameterError(
-            f"--features {features} x --classes {values['classes']}: {weights:.3g} weights; at "
-            f"most {MAX_WEIGHTS:.3g} (the weights go to every worker at each step)")
+            f"--features {features} x --classes {values['classes']}{layer}: {weights:.3g} "
+            f"weights; at most {MAX_WEIGHTS:.3g} (the weights go to every worker at each step)")
+    if values["init_weights"] is not None:
+        inputs["initial"] = load_initial(values["init_weights"], features, values["hidden"],
+                                         values["classes"], values["dtype"])
     data_parallel.checked_rows_per_shard(values["chunks"], samples, features, values["dtype"],
                                          backend, rows="rows", each="step")
     return values, inputs
@@ -143,9 +170,9 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
 
 def shape_of(values, inputs) -> tuple[int, int, int | None]:
     """Training rows, features, and the input's rows (``None`` for generated data)."""
-    if inputs:
+    if "input" in inputs:
         rows, features = inputs["input"].shape
-        return rows - input_held_out(rows), features, rows
+        return rows - input_held_out(rows, values["validation_fraction"]), features, rows
     return values["samples"], values["features"], None
 
 
@@ -173,15 +200,19 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     samples, steps, rate = layout["samples"], resolved["steps"], resolved["learning_rate"]
     batch = resolved["batch_size"]
 
+    features, classes = layout["features"], resolved["classes"]
+    shipped = ((lambda w: layers(w, features, classes)) if resolved["hidden"] is not None
+               else (lambda w: w))
+
     def passes(w, group, gradient, drawn=None):
-        parts = [shard_pass(s, w, gradient, library, drawn) for s in group]
+        parts = [shard_pass(s, shipped(w), gradient, library, drawn) for s in group]
         while len(parts) > 1:
             parts = [data_parallel.add_pairs(parts[i], parts[i + 1])
                      for i in range(0, len(parts) - 1, 2)] + parts[len(parts) - len(parts) % 2:]
         return parts[0][0]
 
     def training_run() -> dict:
-        w = np.zeros((layout["features"] + 1, resolved["classes"]), dtype=dtype)
+        w = _initial(resolved, layout["features"])
         losses = []
         for t in range(steps):
             drawn = None if batch is None else (resolved["seed"], t, batch, samples)
@@ -216,7 +247,7 @@ def prepare(resolved: Resolved) -> Workload:
     dtype = np.dtype(resolved["dtype"])
     training = (len(layout["train"]), samples, features, resolved["classes"], steps,
                 resolved["learning_rate"], dtype.name, resolved.backend.array_library,
-                resolved["seed"], batch)
+                resolved["seed"], batch, _initial(resolved, features))
     # One task drives the steps from a worker (the runner computes one collection); see drive.
     collection = dask.delayed(data_parallel.drive_on_cluster, pure=False)(train, shards,
                                                                          *training)
@@ -242,6 +273,11 @@ def prepare(resolved: Resolved) -> Workload:
                       f"(+ {len(layout['test'])} test)",
             "steps": "full batch" if batch is None else f"mini-batches of {per_step} rows",
             "dtype": dtype.name,
+            "model": (f"softmax regression {features} -> {resolved['classes']}"
+                      if resolved["hidden"] is None else
+                      f"Dense({resolved['hidden']}, relu) -> Dense({resolved['classes']}, "
+                      f"softmax) on {features} features"),
+            "initial weights": _init_words(resolved),
         },
         context={"shards": shards, "training": training, "seed": resolved["seed"],
                  "samples": samples, "features": features, "classes": resolved["classes"],
@@ -249,9 +285,43 @@ def prepare(resolved: Resolved) -> Workload:
                  "batch": batch, "dtype": dtype.name,
                  "library": resolved.backend.array_library,
                  "train_sizes": layout["train"], "test_sizes": layout["test"],
-                 "input": _input_context(resolved, layout)},
+                 "input": _input_context(resolved, layout), "hidden": resolved["hidden"],
+                 "validation_fraction": resolved["validation_fraction"],
+                 "init_weights": resolved["init_weights"]},
         present=present,
+        save=_save if resolved["output"] is not None else None,
     )
+
+
+def _initial(resolved: Resolved, features: int) -> np.ndarray:
+    """The weights before the first step: the file's, seeded Glorot's, or zero."""
+    if "initial" in resolved.inputs:
+        return resolved.inputs["initial"]
+    if resolved["hidden"] is not None:
+        return initial_weights(resolved["seed"], features, resolved["hidden"],
+                               resolved["classes"], resolved["dtype"])
+    return np.zeros((features + 1, resolved["classes"]), dtype=resolved["dtype"])
+
+
+def _init_words(resolved: Resolved) -> str:
+    if resolved["init_weights"] is not None:
+        return f"from {resolved['init_weights']}"
+    if resolved["hidden"] is not None:
+        return f"Glorot uniform, biases zero, seed {resolved['seed']}"
+    return "zero"
+
+
+def _save(workload: Workload, value: dict, path: str) -> None:
+    """The final weights as an ``.npz`` (``path``: a temporary, renamed once verified)."""
+    ctx = workload.context
+    final = np.asarray(ctx["final_weights"])
+    if ctx["hidden"] is None:
+        arrays = {"W": final[:-1], "b": final[-1]}
+    else:
+        first, second = unpacked(final, ctx["features"], ctx["classes"])
+        arrays = {"W1": first[:-1], "b1": first[-1], "W2": second[:-1], "b2": second[-1]}
+    with open(path, "wb") as f:
+        np.savez(f, **{name: np.ascontiguousarray(a) for name, a in arrays.items()})
 
 
 def drive(workload: Workload, client) -> dict:
@@ -270,9 +340,11 @@ def _layout(resolved: Resolved) -> dict:
     train_sizes = shard_sizes(samples, per_shard)
     layout = {"samples": samples, "features": features, "rows": rows, "train": train_sizes}
     if rows is None:
-        layout["test"] = held_out_shards(held_out_rows(samples), len(train_sizes))
+        layout["test"] = held_out_shards(held_out_rows(samples, resolved["validation_fraction"]),
+                                         len(train_sizes))
     else:
-        layout["ranges"] = file_ranges(rows, held_out(resolved["seed"], rows), train_sizes)
+        layout["ranges"] = file_ranges(
+            rows, held_out(resolved["seed"], rows, resolved["validation_fraction"]), train_sizes)
         layout["test"] = tuple(len(test) for _, _, test in layout["ranges"])
     return layout
 

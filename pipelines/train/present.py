@@ -18,6 +18,7 @@ def present(workload: Workload, raw: dict) -> dict:
     """
     ctx = workload.context
     ctx["presented"] = True
+    ctx["final_weights"] = np.asarray(raw["weights"][-1])  # what --output writes
     samples, tested = ctx["samples"], sum(ctx["test_sizes"])
     accuracies = np.asarray(raw["right"]) / np.maximum(np.asarray(raw["rows"]), 1)
     test = int(raw["test_right"]) / tested
@@ -32,6 +33,10 @@ def present(workload: Workload, raw: dict) -> dict:
         "samples/s": round(int(raw["rows"][0]) / wall),
         "train_accuracy": float(accuracies[-1]),
         "test_accuracy": test,
+        "train vs held out": (f"loss {float(raw['losses'][-1]):.4g} / "
+                              f"{float(raw['test_loss']) / tested:.4g}, accuracy "
+                              f"{float(accuracies[-1]):.4f} / {test:.4f} ({samples} training "
+                              f"rows, {tested} held out)"),
         "accuracies": accuracies,  # an array: the table shows it whole, JSON as a list
         "step_s": wall,
         "step_compute_s": computing,

@@ -23,12 +23,17 @@ TEST_MIN = 1_000
 TEST_MAX = 200_000
 
 
-def held_out_rows(samples: int) -> int:
-    """Held-out test rows for ``samples`` training rows.
+def held_out_rows(samples: int, fraction: float | None = None) -> int:
+    """Held-out test rows for ``samples`` training rows (generated data).
 
-    >>> held_out_rows(20_000), held_out_rows(10**9)
-    (2000, 200000)
+    A tenth within ``[TEST_MIN, TEST_MAX]``; with ``fraction`` (``--validation-fraction``)
+    that share of ``samples`` rounded up, at least one.
+
+    >>> held_out_rows(20_000), held_out_rows(10**9), held_out_rows(20_000, 0.25)
+    (2000, 200000, 5000)
     """
+    if fraction is not None:
+        return max(1, math.ceil(fraction * samples))
     return min(TEST_MAX, max(TEST_MIN, math.ceil(TEST_SHARE * samples)))
 
 
@@ -48,12 +53,17 @@ def held_out_shards(rows: int, shards: int) -> tuple[int, ...]:
 BATCH, HELD_OUT = 3, 4
 
 
-def input_held_out(rows: int) -> int:
+def input_held_out(rows: int, fraction: float | None = None) -> int:
     """Held-out test rows of an input of ``rows`` rows (at least 2): a tenth, at least 1.
 
-    >>> input_held_out(2), input_held_out(3000), input_held_out(10**9)
-    (1, 300, 200000)
+    With ``fraction`` (``--validation-fraction``): that share of the rows rounded half up,
+    at least 1 and at most ``rows - 1``, with no upper cap.
+
+    >>> input_held_out(2), input_held_out(3000), input_held_out(10**9), input_held_out(1797, 0.2)
+    (1, 300, 200000, 359)
     """
+    if fraction is not None:
+        return min(rows - 1, max(1, math.floor(fraction * rows + 0.5)))
     return min(TEST_MAX, rows - 1, max(1, math.ceil(TEST_SHARE * rows)))
 
 
@@ -68,11 +78,58 @@ def batch_rows(batch: int, rows: int, samples: int) -> int:
     return min(rows, max(1, math.floor(batch * rows / samples + 0.5)))
 
 
+#: ``spawn_key`` part of the seeded initial weights of a hidden-layer model, ``(INIT,)``:
+#: ``default_rng`` of that sequence draws ``uniform(-a1, a1, (features, hidden))`` then
+#: ``uniform(-a2, a2, (hidden, classes))``, ``a = sqrt(6 / (fan_in + fan_out))`` (Glorot's
+#: uniform, Keras' default for ``Dense``), in float64 then cast; the biases are zero.
+INIT = 6
+
+
+def parameter_count(features: int, hidden: int | None, classes: int) -> int:
+    """Weights and biases of the model: ``(features + 1) * classes`` without a hidden layer.
+
+    >>> parameter_count(784, None, 10), parameter_count(784, 128, 10)
+    (7850, 101770)
+    """
+    if hidden is None:
+        return (features + 1) * classes
+    return (features + 1) * hidden + (hidden + 1) * classes
+
+
+def hidden_of(size: int, features: int, classes: int) -> int:
+    """The hidden layer's width of a flat parameter vector of ``size`` entries.
+
+    >>> hidden_of(101770, 784, 10)
+    128
+    """
+    return (size - classes) // (features + 1 + classes)
+
+
+def unpacked(flat, features: int, classes: int) -> tuple:
+    """Views ``(W1, W2)`` of a hidden-layer model's flat parameters (any array library).
+
+    The flat layout: ``W1`` ``(features + 1, hidden)`` row after row, its last row the
+    hidden layer's bias ``b1``; then ``W2`` ``(hidden + 1, classes)``, its last row ``b2``.
+    A step's gradient has the same layout.
+
+    >>> import numpy as np
+    >>> [w.shape for w in unpacked(np.zeros(101770), 784, 10)]
+    [(785, 128), (129, 10)]
+    """
+    hidden = hidden_of(flat.shape[-1], features, classes)
+    first = (features + 1) * hidden
+    lead = flat.shape[:-1]
+    return (flat[..., :first].reshape(*lead, features + 1, hidden),
+            flat[..., first:].reshape(*lead, hidden + 1, classes))
+
+
 #: ``spawn_key`` part of the gradient probes, ``(PROBE,)``: ``default_rng`` of that sequence
 #: draws ``standard_normal((PROBES, features + 1))`` (the ``r``), then
 #: ``standard_normal((PROBES, classes))`` (the ``s``).
 PROBE = 5
 #: Random probes ``r^T G s`` of each cell's gradient ``G`` that a run reports (Freivalds).
+#: With a hidden layer the probes are ``standard_normal((PROBES, parameters))`` of that
+#: sequence, and a cell reports ``r . g`` of its flat gradient ``g`` for each.
 PROBES = 4
 #: Bytes of features in one cell of rows: on CPU workers a cell stays in the core's cache
 #: between its two products (256 to 2048 rows of 784 float32 measured alike); on GPU workers

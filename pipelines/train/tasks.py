@@ -20,6 +20,7 @@ import numpy as np
 
 from daskgpu.toolkit import backends, data_parallel
 from daskgpu.toolkit.numeric import generator
+from pipelines.train import hidden as hidden_layer
 from pipelines.train.shared import (
     BATCH,
     PROBE,
@@ -126,8 +127,12 @@ def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
         chosen = xp.asarray(chosen)
         x, y = x[chosen], y[chosen]
     block = cell_rows(x.shape[1], x.dtype.itemsize, library)
-    total, loss, right, cells = _pass_in_blocks(xp, x, y, xp.asarray(weights), gradient, block,
-                                                probes if gradient else None)
+    if isinstance(weights, hidden_layer.Layers):
+        total, loss, right, cells = hidden_layer.pass_in_blocks(
+            xp, x, y, weights, gradient, block, probes if gradient else None)
+    else:
+        total, loss, right, cells = _pass_in_blocks(xp, x, y, xp.asarray(weights), gradient,
+                                                    block, probes if gradient else None)
     if gradient:
         total *= scale
     return ((total, loss * scale, right, int(y.shape[0]), [(shard["index"], cells)]),
@@ -207,8 +212,12 @@ def shard_best(shard: dict) -> float:
 
 def train(client, shards, train_shards: int, samples: int, features: int, classes: int,
           steps: int, rate: float, dtype: str, library: str, seed: int = 0,
-          batch: int | None = None) -> dict:
-    """Gradient descent from zero weights on persisted ``shards``, driven here.
+          batch: int | None = None, initial: np.ndarray | None = None) -> dict:
+    """Gradient descent from ``initial`` weights on persisted ``shards``, driven here.
+
+    ``initial``: ``(features + 1, classes)`` weights of softmax regression (``None``: zero),
+    or a hidden-layer model's flat weights (:mod:`pipelines.train.hidden`): then every
+    step's weights and gradient are flat, and the workers get ``(W1, W2)``.
 
     ``shards[:train_shards]`` hold the training rows, the rest the held-out test rows.
     Every step: the weights broadcast, one :func:`shard_pass` per shard (on all its rows, or
@@ -219,19 +228,27 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
     Returns
     -------
     dict
-        ``weights`` (steps + 1, features + 1, classes), the weights before each step and the
-        final ones; ``losses`` and ``right`` at each of them (a mini-batch step's loss is
-        its estimate of the full loss), ``rows`` their rows; ``test_loss``, ``test_right``,
-        ``test_best``; ``cells``, per pass (every step's and the final one) the sums of each
-        cell of rows it read, shard after shard (:func:`shard_pass`), and ``test_cells``,
-        the test pass's; the times of each step (``step_s``, ``step_compute_s``).
+        ``weights`` (steps + 1, features + 1, classes), or (steps + 1, parameters) with a
+        hidden layer, the weights before each step and the final ones; ``losses`` and
+        ``right`` at each of them (a mini-batch step's loss is its estimate of the full
+        loss), ``rows`` their rows; ``test_loss``, ``test_right``, ``test_best``;
+        ``cells``, per pass (every step's and the final one) the sums of each cell of rows
+        it read, shard after shard (:func:`shard_pass`), and ``test_cells``, the test
+        pass's; the times of each step (``step_s``, ``step_compute_s``).
     """
     training, testing = shards[:train_shards], shards[train_shards:]
-    w = np.zeros((features + 1, classes), dtype=dtype)
+    w = (np.zeros((features + 1, classes), dtype=dtype) if initial is None
+         else np.asarray(initial, dtype=dtype))
+    flat = w.ndim == 1
     trajectory, losses, right, rows, wall, computed = [w], [], [], [], [], []
     passes = []
-    probes = data_parallel.broadcast(client, gradient_probes(seed, features, classes))
-    current = data_parallel.broadcast(client, w)
+
+    def shipped(w):
+        return hidden_layer.layers(w, features, classes) if flat else w
+
+    probes = data_parallel.broadcast(client, hidden_layer.gradient_probes(seed, w.size) if flat
+                                     else gradient_probes(seed, features, classes))
+    current = data_parallel.broadcast(client, shipped(w))
     for t in range(steps):
         drawn = None if batch is None else (seed, t, batch, samples)
         (gradient, loss, hits, read, cells), spent = data_parallel.step(
@@ -240,7 +257,7 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
         began = time.perf_counter()
         w = (w - rate * (gradient / samples)).astype(dtype)
         current.release()
-        current = data_parallel.broadcast(client, w)
+        current = data_parallel.broadcast(client, shipped(w))
         wall.append(spent.wall_s + time.perf_counter() - began)
         computed.append(spent.compute_s)
         trajectory.append(w)
