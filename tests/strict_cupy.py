@@ -271,8 +271,50 @@ def get_array_module(*args):
     return sys.modules["cupy"] if any(isinstance(a, ndarray) for a in args) else np
 
 
-def _stream():
-    return types.SimpleNamespace(ptr=0x5EED, synchronize=lambda: None)
+def _stream(events: list):
+    return types.SimpleNamespace(ptr=0x5EED, synchronize=lambda: events.append(("sync",)))
+
+
+class PlanCache:
+    """CuPy's per-thread cuFFT plan cache (``cupy.fft.config.get_plan_cache()``): every
+    transform adds its plan (recorded in ``plans``), ``clear`` empties it."""
+
+    def __init__(self, events: list):
+        self.plans: list = []
+        self._events = events
+
+    def clear(self):
+        self.plans.clear()
+        self._events.append(("plans cleared",))
+
+    def get_curr_size(self) -> int:
+        return len(self.plans)
+
+
+def _fft_namespace(events: list) -> types.SimpleNamespace:
+    """``cupy.fft``: NumPy's transforms, each queued (an event) and leaving a plan in the
+    calling thread's cache; ``config.get_plan_cache()``."""
+    import threading
+
+    local = threading.local()
+
+    def get_plan_cache():
+        if not hasattr(local, "cache"):
+            local.cache = PlanCache(events)
+        return local.cache
+
+    def queued(name):
+        strict = _strict(getattr(np.fft, name))
+
+        def transform(a, *args, **kwargs):
+            get_plan_cache().plans.append((name, getattr(a, "shape", None), kwargs.get("axis")))
+            events.append(("fft", name))
+            return strict(a, *args, **kwargs)
+        return transform
+
+    space = types.SimpleNamespace(**{n: queued(n) for n in FFT})
+    space.config = types.SimpleNamespace(get_plan_cache=get_plan_cache)
+    return space
 
 
 def namespace() -> types.ModuleType:
@@ -288,12 +330,16 @@ def namespace() -> types.ModuleType:
     module.asarray, module.array, module.asnumpy = asarray, array, asnumpy
     module.histogram, module.get_array_module = histogram, get_array_module
     module.linalg = types.SimpleNamespace(**{n: _strict(getattr(np.linalg, n)) for n in LINALG})
-    module.fft = types.SimpleNamespace(**{n: _strict(getattr(np.fft, n)) for n in FFT})
+    # What the device was asked to do, in order: transforms, stream and device waits, plan
+    # caches emptied (a test reads the order).
+    module.events = []
+    module.fft = _fft_namespace(module.events)
     module.seeds = []
     module.random = types.SimpleNamespace(default_rng=lambda seed: Generator(seed, module.seeds))
     module.cuda = types.SimpleNamespace(
-        get_current_stream=_stream,
-        Device=lambda *_: types.SimpleNamespace(synchronize=lambda: None))
+        get_current_stream=lambda: _stream(module.events),
+        Device=lambda *_: types.SimpleNamespace(
+            synchronize=lambda: module.events.append(("sync",))))
     return module
 
 

@@ -103,3 +103,54 @@ def transpose_bytes(sizes: dict) -> int:
     kept = sum(h * w for h, w in zip(rows, cols, strict=False))
     total = sum(rows) * sizes["m"]
     return int((total - kept) * sizes["dtype"].itemsize)
+
+
+# --------------------------------------------------------------------------- whole or slabs
+
+LAYOUTS = ("auto", "whole", "slabs")
+# The whole array in one worker: the input, the transform (in place where it can be) and the
+# summaries' temporaries, in this many copies of the larger of the input and the spectrum.
+WHOLE_COPIES = 3
+
+
+def whole_bytes(sizes: dict) -> int:
+    """Memory the whole-array path takes in its worker, by :data:`WHOLE_COPIES`."""
+    n, m = sizes["n"], sizes["m"]
+    return WHOLE_COPIES * n * max(n, m, shared.spectrum_columns(n, True)) \
+        * sizes["dtype"].itemsize
+
+
+def pick(option: str, workers: dict, sizes: dict, device_memory: int = 0) -> dict:
+    """Where a run computes: the whole array in one worker, or slabs over all of them.
+
+    ``workers``: the scheduler's workers by address (``host``, ``nthreads``,
+    ``memory_limit``); ``device_memory``: one GPU's bytes (0 on CPU workers). ``auto`` takes
+    the whole array where every worker is on one host and it fits one worker's memory (its
+    device's on a GPU): moving slabs between the processes of one machine costs more than
+    transforming them. The whole array's worker is the one with the most memory, and its
+    transforms use the threads of every worker on its host (they stay idle otherwise).
+
+    Returns ``layout`` ("whole" or "slabs"), ``worker`` (an address, or None), ``threads``
+    (of the whole array's worker; 0 for slabs) and ``why`` (in words).
+    """
+    if option == "slabs" or not workers:
+        return {"layout": "slabs", "worker": None, "threads": 0, "why": "as asked"
+                if option == "slabs" else "no worker to hold the whole array"}
+    address = max(sorted(workers), key=lambda a: workers[a].get("memory_limit") or 2**62)
+    host = workers[address].get("host")
+    threads = sum(int(w.get("nthreads") or 1) for w in workers.values()
+                  if w.get("host") == host)
+    memory = device_memory or workers[address].get("memory_limit") or 0
+    need = whole_bytes(sizes)
+    whole = {"layout": "whole", "worker": address, "threads": threads}
+    if option == "whole":
+        return {**whole, "why": "as asked"}
+    hosts = {w.get("host") for w in workers.values()}
+    if len(hosts) > 1:
+        return {"layout": "slabs", "worker": None, "threads": 0,
+                "why": f"workers on {len(hosts)} hosts"}
+    if memory and need > memory:
+        return {"layout": "slabs", "worker": None, "threads": 0,
+                "why": f"the whole array's {need / 2**30:.3g} GiB is over one worker's "
+                       f"{memory / 2**30:.3g} GiB"}
+    return {**whole, "why": "one host, and the array fits one worker"}

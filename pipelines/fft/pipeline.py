@@ -77,6 +77,11 @@ PARAMS = (
           "of an --input half spectrum).", "", nargs=0),
     Param("real", switch, None, "Transform of real data (numpy.fft.rfft2: n x (n/2+1) "
           "half spectrum).", "", nargs=0),
+    Param("layout", choice(fft_layout.LAYOUTS), "auto", "Where the array is held: whole (in "
+          "one worker, transformed on all its host's threads, nothing moved between workers) or "
+          "slabs (over every worker, an all-to-all transpose between them); auto: whole where "
+          "all workers share one host and the array fits one worker.",
+          "auto|whole|slabs", fft_layout.LAYOUTS),
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
     Param("input", optional_path, None, "Read a square float32/float64 (complex64/complex128 "
           "without --real) array from this .npy file or Zarr array.", "PATH"),
@@ -204,6 +209,24 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
                      "max_at": [flat // m, flat % m]}
 
 
+def _graph(resolved: Resolved, sizes: dict, certify: dict) -> tuple[dict, object]:
+    """The run as one graph (``{result, lines}``) and the array ``--output`` writes.
+
+    ``--layout whole``: one task on the whole array, its transforms on all the cluster's
+    threads; otherwise the slabs (``auto`` is decided on the cluster by the staged run,
+    :func:`pipelines.fft.stages.drive`).
+    """
+    if resolved["layout"] == "whole":
+        return fft_stages.whole_parts(resolved, sizes, certify, resolved.backend.threads)
+    x = fft_stages.input_array(resolved, sizes)
+    y = fft_stages.rows_transformed(x, resolved, sizes)
+    z = fft_stages.transposed(y, sizes, resolved.backend.array_library)
+    spectrum_t = fft_stages.columns_transformed(z, resolved, sizes)
+    parts = {**fft_stages.reduced(spectrum_t, resolved, certify),
+             "lines": fft_stages.input_lines(x, y, resolved, sizes, certify)}
+    return parts, fft_stages.written(spectrum_t, sizes)
+
+
 @pipeline(
     "fft-pipeline",
     SUMMARY,
@@ -219,16 +242,10 @@ def prepare(resolved: Resolved) -> Workload:
     n, m, dtype = sizes["n"], sizes["m"], sizes["dtype"]
     check_seed = shared.check_seed(resolved["seed"], n)
     certify = fft_stages.certificates(resolved, sizes)
-    x = fft_stages.input_array(resolved, sizes)
-    y = fft_stages.rows_transformed(x, resolved, sizes)
-    z = fft_stages.transposed(y, sizes, resolved.backend.array_library)
-    spectrum_t = fft_stages.columns_transformed(z, resolved, sizes)
-    parts = {**fft_stages.reduced(spectrum_t, resolved, certify),
-             "lines": fft_stages.input_lines(x, y, resolved, sizes, certify)}
+    parts, written = _graph(resolved, sizes, certify)
     outputs = []
     if resolved["output"] is not None:
-        write, temporary = output_files.store_array(fft_stages.written(spectrum_t, sizes),
-                                                    resolved["output"])
+        write, temporary = output_files.store_array(written, resolved["output"])
         parts["written"] = write
         outputs.append((temporary, resolved["output"]))
     source = resolved.inputs.get("input")
@@ -244,7 +261,8 @@ def prepare(resolved: Resolved) -> Workload:
         drive=fft_stages.drive,
         bytes_are="read" if source is not None else "generated",
         elements=shape[0] * shape[1],
-        nbytes=shape[0] * shape[1] * x.dtype.itemsize,
+        nbytes=shape[0] * shape[1] * np.dtype(
+            shared.REAL_OF[dtype.name] if sizes["real_input"] else dtype).itemsize,
         description={
             **described,
             "transform": transform,
@@ -254,6 +272,7 @@ def prepare(resolved: Resolved) -> Workload:
             "slabs": len(sizes["row_chunks"][0]),
             "dtype": dtype.name,
             "flop": fft_layout.flop(n, sizes["real"]),
+            "layout": resolved["layout"],
         },
         # The check sees irfft2 as the inverse of a complex input with a real, n x n result.
         context={"n": n, "m": m, "real": sizes["real_input"],

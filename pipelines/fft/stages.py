@@ -11,6 +11,7 @@ into the stages.
 from __future__ import annotations
 
 import functools
+import operator
 import time
 
 import dask
@@ -25,7 +26,7 @@ from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.numeric import starts
 from daskgpu.toolkit.registry import Resolved, Workload
 from pipelines.fft import shared, tasks
-from pipelines.fft.layout import transpose_bytes
+from pipelines.fft.layout import pick, transpose_bytes
 
 
 def input_array(resolved: Resolved, sizes: dict) -> da.Array:
@@ -37,8 +38,10 @@ def input_array(resolved: Resolved, sizes: dict) -> da.Array:
         rows, cols = sizes["row_chunks"]
         return array_input.to_dask(source, (cols, rows), backend).T.astype(value_type)
     if source is not None:
-        x = array_input.to_dask(source, sizes["row_chunks"], backend)
-        return x.astype(value_type)
+        x = array_input.to_dask(source, sizes["row_chunks"], backend).astype(value_type)
+        # on a device, the stage is done once its copies are
+        return x if not backend.is_gpu else x.map_blocks(tasks.settled, dtype=x.dtype,
+                                                         library=backend.array_library)
     return da.map_blocks(
         tasks.generated, chunks=sizes["row_chunks"], dtype=value_type,
         meta=np.empty((0, 0), dtype=value_type),  # NumPy meta: see daskgpu.data.synthetic
@@ -80,6 +83,15 @@ def input_lines(x: da.Array, y: da.Array, resolved: Resolved, sizes: dict,
     return da.Array(layers, name, chunks=(x.chunks[0], (width,)), meta=np.empty((0, 0)))
 
 
+def task_threads(backend, sizes: dict) -> int:
+    """Threads each slab's transform takes: the workers' threads shared among the slabs.
+
+    1 where there are as many slabs as threads (they run at once).
+    """
+    slabs = len(sizes["row_chunks"][0])
+    return max(1, backend.threads // max(slabs, backend.workers))
+
+
 def rows_transformed(x: da.Array, resolved: Resolved, sizes: dict) -> da.Array:
     """Stage 1: every row block transformed along its rows."""
     dtype = sizes["dtype"]
@@ -87,7 +99,8 @@ def rows_transformed(x: da.Array, resolved: Resolved, sizes: dict) -> da.Array:
                         dtype=dtype, meta=np.empty((0, 0), dtype=dtype),
                         library=resolved.backend.array_library,
                         real=sizes["real_input"],
-                        inverse=resolved["inverse"], value_type=dtype.name)
+                        inverse=resolved["inverse"], value_type=dtype.name,
+                        threads=task_threads(resolved.backend, sizes))
 
 
 def transposed(y: da.Array, sizes: dict, library: str = "numpy") -> da.Array:
@@ -120,15 +133,16 @@ def columns_transformed(zt: da.Array, resolved: Resolved, sizes: dict) -> da.Arr
     blocks (n x n), which the reductions treat as the transpose of the result.
     """
     library, n = resolved.backend.array_library, sizes["n"]
+    threads = task_threads(resolved.backend, sizes)
     if sizes["half_inverse"]:
         real = np.dtype(shared.REAL_OF[sizes["dtype"].name])
         return zt.map_blocks(tasks.along_columns, chunks=(zt.chunks[0], (n,)), dtype=real,
                              meta=np.empty((0, 0), dtype=real), library=library,
-                             value_type=real.name, real_length=n)
+                             value_type=real.name, real_length=n, threads=threads)
     dtype = sizes["dtype"]
     return zt.map_blocks(tasks.along_columns, dtype=dtype,
                          meta=np.empty((0, 0), dtype=dtype), library=library,
-                         inverse=resolved["inverse"], value_type=dtype.name)
+                         inverse=resolved["inverse"], value_type=dtype.name, threads=threads)
 
 
 def written(spectrum_t: da.Array, sizes: dict) -> da.Array:
@@ -150,8 +164,63 @@ def reduced(spectrum_t: da.Array, resolved: Resolved, certify: dict) -> dict:
                                                                   len(rows), n)}
 
 
-def _persisted(client, collection):
-    """``collection`` computed and kept on the workers; a task's error raises here."""
+def whole_plan(resolved: Resolved, sizes: dict, certify: dict, threads: int,
+               keep: bool) -> dict:
+    """What :func:`pipelines.fft.tasks.whole` needs: sizes, input, certificates, threads."""
+    real = sizes["real_input"]
+    rows, _ = certify["cells"]
+    return {
+        "n": sizes["n"], "dtype": sizes["dtype"].name,
+        "value_type": shared.REAL_OF[sizes["dtype"].name] if real else sizes["dtype"].name,
+        "real_input": real, "half_inverse": sizes["half_inverse"],
+        "inverse": bool(resolved["inverse"]), "seed": resolved["seed"],
+        "source": resolved.inputs.get("input"), "row_chunks": sizes["row_chunks"][0],
+        "col_chunks": sizes["col_chunks"][1], "threads": max(1, int(threads)),
+        "library": resolved.backend.array_library, "cells": certify["cells"],
+        "weights": certify["weights"], "transform": certify["transform"],
+        "width": tasks.summary_width(sizes["col_chunks"][1], len(rows), sizes["n"]),
+        "keep": keep,
+    }
+
+
+def _light(done: dict) -> dict:
+    """The whole-array task's result less its array (which stays on its worker)."""
+    return {key: value for key, value in done.items() if key != "array"}
+
+
+def whole_array(done, sizes: dict) -> da.Array:
+    """The whole path's written array (the spectrum, or irfft2's result) as row blocks."""
+    n, m = sizes["n"], sizes["m"]
+    real = sizes["half_inverse"]
+    dtype = np.dtype(shared.REAL_OF[sizes["dtype"].name]) if real else sizes["dtype"]
+    shape = (n, n) if real else (n, m)
+    array = da.from_delayed(dask.delayed(operator.getitem)(done, "array"), shape, dtype=dtype,
+                            meta=np.empty((0, 0), dtype=dtype))
+    return array.rechunk((sizes["row_chunks"][0][0], shape[1]))
+
+
+def whole_parts(resolved: Resolved, sizes: dict, certify: dict, threads: int) -> tuple:
+    """The whole-array path as one graph: ``{result, lines}`` and its written array."""
+    keep = resolved["output"] is not None
+    done = dask.delayed(tasks.whole, pure=True)(whole_plan(resolved, sizes, certify, threads,
+                                                           keep))
+    light = dask.delayed(_light, pure=True)(done)
+    parts = {"result": dask.delayed(_assembled, pure=True)(light, sizes,
+                                                          len(certify["cells"][0])),
+             "lines": dask.delayed(operator.getitem)(light, "lines")}
+    return parts, (whole_array(done, sizes) if keep else None)
+
+
+def _assembled(light: dict, sizes: dict, cells: int) -> dict:
+    return tasks.assemble(light["packed"], sizes["col_chunks"][1], cells, sizes["n"])
+
+
+def _persisted(client, collection, library: str = "numpy"):
+    """``collection`` computed and kept on the workers; a task's error raises here.
+
+    The tasks of a device wait for their stream before they return (see
+    :func:`pipelines.fft.tasks.settled`): kept means done.
+    """
     from distributed import futures_of
 
     kept = client.persist(collection)
@@ -159,44 +228,99 @@ def _persisted(client, collection):
     return kept
 
 
-def drive(workload: Workload, client) -> dict:
-    """The run in stages, each kept on the workers before the next, timed apart.
+def _write(workload: Workload, parts: dict, array: da.Array) -> None:
+    """The write of ``array`` to a new temporary, which replaces the build's."""
+    (old, final), = workload.outputs
+    parts["written"], temporary = output_files.store_array(array, final)
+    workload.outputs[:] = [(temporary, final)]
+    output_files.discard(old)
 
-    The same result as computing ``workload.collection``; the stages' seconds, the
-    transpose's bytes and bandwidth go into the workload's description.
+
+def _fetched(client, parts: dict) -> dict:
+    futures = client.compute(list(parts.values()))
+    try:
+        return dict(zip(parts, data_parallel.fetch(client, futures), strict=True))
+    finally:
+        for future in futures:
+            future.release()
+
+
+def drive(workload: Workload, client) -> dict:
+    """The run, the whole array in one worker or in slabs, its stages timed apart.
+
+    The layout (``--layout``, or for ``auto`` :func:`pipelines.fft.layout.pick` on the
+    cluster's workers) goes into the workload's description with the stages' seconds, the
+    transpose's bytes and bandwidth.
     """
+    from daskgpu.toolkit.backends import scheduler_workers
+
     resolved, sizes, certify = workload.context["stages"]
+    devices = resolved.backend.devices
+    chosen = pick(resolved["layout"], scheduler_workers(client), sizes,
+                  devices[0].memory_total if devices else 0)
+    workload.description.update({"layout": chosen["layout"], "layout_why": chosen["why"]})
+    if chosen["layout"] == "whole":
+        return _drive_whole(workload, client, chosen)
+    return _drive_slabs(workload, client)
+
+
+def _drive_whole(workload: Workload, client, chosen: dict) -> dict:
+    """The whole array in the chosen worker: one task, its stages timed inside it."""
+    resolved, sizes, certify = workload.context["stages"]
+    began = time.perf_counter()
+    plan = whole_plan(resolved, sizes, certify, chosen["threads"], bool(workload.outputs))
+    where = {"workers": [chosen["worker"]], "allow_other_workers": False, "pure": False}
+    done = client.submit(tasks.whole, plan, **where)
+    try:
+        (light,) = data_parallel.fetch(client, [client.submit(_light, done, **where)])
+        parts = {}
+        if workload.outputs:
+            _write(workload, parts, whole_array(done, sizes))
+            _fetched(client, parts)
+    finally:
+        done.release()
+    input_s, rows_s, columns_s, summaries_s = light["seconds"]
+    raw = {"result": _assembled(light, sizes, len(certify["cells"][0])),
+           "lines": light["lines"]}
+    reduce_s = time.perf_counter() - began - input_s - rows_s - columns_s
+    _describe(workload, [input_s, rows_s, 0.0, columns_s, max(reduce_s, summaries_s)], 0,
+              threads=chosen["threads"])
+    return raw
+
+
+def _drive_slabs(workload: Workload, client) -> dict:
+    """The run in slabs, each stage kept on the workers before the next, timed apart."""
+    resolved, sizes, certify = workload.context["stages"]
+    library = resolved.backend.array_library
     marks = [time.perf_counter()]
-    x = _persisted(client, input_array(resolved, sizes))
+    x = _persisted(client, input_array(resolved, sizes), library)
     marks.append(time.perf_counter())
     y = rows_transformed(x, resolved, sizes)
-    y, lines = _persisted(client, [y, input_lines(x, y, resolved, sizes, certify)])
+    y, lines = _persisted(client, [y, input_lines(x, y, resolved, sizes, certify)], library)
     del x
     marks.append(time.perf_counter())
-    z = _persisted(client, transposed(y, sizes, resolved.backend.array_library))
+    z = _persisted(client, transposed(y, sizes, library), library)
     del y
     marks.append(time.perf_counter())
-    spectrum_t = _persisted(client, columns_transformed(z, resolved, sizes))
+    spectrum_t = _persisted(client, columns_transformed(z, resolved, sizes), library)
     del z
     marks.append(time.perf_counter())
     parts = {**reduced(spectrum_t, resolved, certify), "lines": lines}
     if workload.outputs:
-        # The write of the kept spectrum goes to a new temporary, which replaces the build's.
-        (old, final), = workload.outputs
-        parts["written"], temporary = output_files.store_array(written(spectrum_t, sizes),
-                                                              final)
-        workload.outputs[:] = [(temporary, final)]
-        output_files.discard(old)
-    futures = client.compute(list(parts.values()))
-    try:
-        raw = dict(zip(parts, data_parallel.fetch(client, futures), strict=True))
-    finally:
-        for future in futures:
-            future.release()
+        _write(workload, parts, written(spectrum_t, sizes))
+    raw = _fetched(client, parts)
+    raw.pop("written", None)
     marks.append(time.perf_counter())
-    data_s, rows_s, transpose_s, columns_s, reduce_s = np.diff(marks).tolist()
-    moved = transpose_bytes(sizes)
+    _describe(workload, np.diff(marks).tolist(), transpose_bytes(sizes),
+              threads=task_threads(resolved.backend, sizes))
+    return raw
+
+
+def _describe(workload: Workload, seconds: list, moved: int, threads: int) -> None:
+    """The stages' seconds, the transpose's bytes and bandwidth, in the description."""
+    data_s, rows_s, transpose_s, columns_s, reduce_s = seconds
     workload.description.update({
+        "threads_per_transform": threads,
         "input_s": round(data_s, 4),
         "local_fft_s": round(rows_s + columns_s, 4),
         "row_fft_s": round(rows_s, 4),
@@ -207,4 +331,3 @@ def drive(workload: Workload, client) -> dict:
         else None,
         "reduce_s": round(reduce_s, 4),
     })
-    return raw

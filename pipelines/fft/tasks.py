@@ -1,8 +1,12 @@
 """fft-pipeline's tasks on one block: draw it, transform it along one axis, summarise it.
 
-Every function runs on a worker with the block's own array module, NumPy (``numpy.fft``,
-pocketfft) or CuPy (``cupy.fft``, cuFFT), named by ``library``; nothing here runs in the
-client. A block of the spectrum is reduced in the task that made it to a few numbers
+Every function runs on a worker with the block's own array module, NumPy (transformed with
+``scipy.fft``, pocketfft, on ``threads`` threads) or CuPy (``cupy.fft``, cuFFT), named by
+``library``; nothing here runs in the client. On a device, a task waits for its stream before
+it returns, so that a stage kept on the workers is done when it is reported done, and a
+transform's task lets go of the cuFFT plans it made (:func:`settled`, :func:`release_plans`).
+
+A block of the spectrum is reduced in the task that made it to a few numbers
 (:func:`summary`): its columns' sums of squares, its part of the certified projection X s, its
 largest cells, and its values at the sampled cells, packed into one small float64 host vector.
 A block of the input is reduced to its rows' certificates (:func:`line_terms`): each row
@@ -13,12 +17,50 @@ from __future__ import annotations
 
 import importlib
 import math
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.numeric import generator
 from pipelines.fft import shared
+
+
+def settled(value, library="numpy"):
+    """``value`` once the device's queued work on this thread's stream is done (CPU: at once).
+
+    CuPy runs kernels and cuFFT asynchronously: without the wait, a task (and a stage kept on
+    the workers) would be reported done while its work still runs.
+    """
+    if library != "numpy":
+        importlib.import_module(library).cuda.get_current_stream().synchronize()
+    return value
+
+
+def release_plans(library="numpy") -> None:
+    """Empty this thread's cuFFT plan cache (CuPy's, per thread and device; nothing on CPU).
+
+    Each cached plan keeps its work area (about the transformed array's size) for the
+    worker's life; a transform's task makes its plans again instead. Call after
+    :func:`settled`: no transform is still using them.
+    """
+    if library != "numpy":
+        importlib.import_module(library).fft.config.get_plan_cache().clear()
+
+
+def _transform(kind: str, block, axis: int, library: str, threads: int, n=None,
+               overwrite=False):
+    """``kind`` (fft, ifft, rfft, irfft) along ``axis``.
+
+    scipy.fft on ``threads`` threads for NumPy, the array library's own (cuFFT) on a device.
+    """
+    if library == "numpy":
+        import scipy.fft
+
+        return getattr(scipy.fft, kind)(block, n=n, axis=axis, workers=max(1, int(threads)),
+                                        overwrite_x=overwrite)
+    return getattr(importlib.import_module(library).fft, kind)(block, n=n, axis=axis)
 
 
 def generated(block_info=None, n=1, seed=0, value_type="complex128", real=False,
@@ -51,19 +93,17 @@ def generated(block_info=None, n=1, seed=0, value_type="complex128", real=False,
     down[:, count] = -shared.NOISE * (1 if real else 1 + 1j)
     signal = down @ across
     out += signal.real if real else signal
-    return out.astype(value_type, copy=False)
+    return settled(out.astype(value_type, copy=False), library)
 
 
-def along_rows(block, library="numpy", real=False, inverse=False, value_type="complex128"):
+def along_rows(block, library="numpy", real=False, inverse=False, value_type="complex128",
+               threads=1):
     """The 1-D transform of every row of a block holding whole rows (axis 1)."""
-    xp = importlib.import_module(library)
-    if real:
-        out = xp.fft.rfft(block, axis=1)
-    elif inverse:
-        out = xp.fft.ifft(block, axis=1)
-    else:
-        out = xp.fft.fft(block, axis=1)
-    return out.astype(value_type, copy=False)
+    kind = "rfft" if real else "ifft" if inverse else "fft"
+    out = _transform(kind, block, 1, library, threads).astype(value_type, copy=False)
+    settled(out, library)
+    release_plans(library)
+    return out
 
 
 def piece(block, c0=0, c1=1, library="numpy"):
@@ -72,28 +112,29 @@ def piece(block, c0=0, c1=1, library="numpy"):
     Contiguous, it moves between workers without another copy, and the pieces of a column
     block join side by side into whole rows.
     """
-    return importlib.import_module(library).ascontiguousarray(block[:, c0:c1].T)
+    return settled(importlib.import_module(library).ascontiguousarray(block[:, c0:c1].T),
+                   library)
 
 
 def joined(pieces, library="numpy"):
     """The pieces of one block of the transpose, side by side (axis 1), in one new block."""
-    return importlib.import_module(library).concatenate(pieces, axis=1)
+    return settled(importlib.import_module(library).concatenate(pieces, axis=1), library)
 
 
 def along_columns(block, library="numpy", inverse=False, value_type="complex128",
-                  real_length=None):
+                  real_length=None, threads=1):
     """The 1-D transform of whole columns, held transposed: every row of ``block`` (axis 1).
 
     Each column block arrives as its transpose (rows of a contiguous block), so that this
     transform, like the first, runs along contiguous memory. ``real_length``: irfft2's last
     stage instead, the inverse of a real transform of that length (rows of half spectra).
     """
-    xp = importlib.import_module(library)
-    if real_length is not None:
-        out = xp.fft.irfft(block, n=real_length, axis=1)
-    else:
-        out = xp.fft.ifft(block, axis=1) if inverse else xp.fft.fft(block, axis=1)
-    return out.astype(value_type, copy=False)
+    kind = "irfft" if real_length is not None else "ifft" if inverse else "fft"
+    out = _transform(kind, block, 1, library, threads, n=real_length).astype(value_type,
+                                                                              copy=False)
+    settled(out, library)
+    release_plans(library)
+    return out
 
 
 # Cells of temporaries (a slab of rows widened to float64/complex128) at once in a certificate.
@@ -134,19 +175,40 @@ def line_terms(block, transformed, n=1, transform=None, cols=(), inverse=False,
     whose 1/n the DFT sums leave out), gathered at the sampled cells' columns ``cols``.
     """
     xp = importlib.import_module(library)
+    terms, squares = _input_terms(xp, block, n, transform, len(cols))
+    _row_terms(xp, terms, transformed, n, cols, inverse)
+    return _packed_terms(terms, squares)
+
+
+def _input_terms(xp, block, n, transform, cells: int):
+    """Each row's x_r @ b and its sum of squares, in double precision, a slab at a time.
+
+    x_r @ b is column 0 of ``terms``; the others are left for the row transform's values.
+    """
     b = xp.asarray(transform)
     height = block.shape[0]
-    terms = xp.empty((height, 1 + len(cols)), dtype=np.complex128)
+    terms = xp.empty((height, 1 + cells), dtype=np.complex128)
     squares = xp.empty(height, dtype=np.float64)
     slab = max(1, SLAB_CELLS // max(1, n))
     for top in range(0, height, slab):
         part = _wide(block[top:top + slab])
         terms[top:top + slab, 0] = _times(part, b)
         squares[top:top + slab] = _squares(xp, part)
+    return terms, squares
+
+
+def _row_terms(xp, terms, transformed, n, cols, inverse) -> None:
+    """The row transforms at the sampled cells' columns, into ``terms[:, 1:]``.
+
+    Times n for the inverse, whose 1/n the DFT sums leave out.
+    """
     if len(cols):
         terms[:, 1:] = transformed[:, xp.asarray(cols)]
         if inverse:
             terms[:, 1:] *= n
+
+
+def _packed_terms(terms, squares) -> np.ndarray:
     terms, squares = to_host(terms), to_host(squares)
     return np.concatenate([terms.real, terms.imag, squares[:, None]], axis=1)
 
@@ -183,36 +245,99 @@ def summary(block, block_info=None, library="numpy", rows=(), cols=(), width=1, 
     n = block.shape[1]
     power = xp.abs(block)
     power *= power
-    out = np.zeros(width)
-    out[:c1 - c0] = to_host(power.sum(axis=1, dtype=np.float64))
-    if weights is not None:
-        at = width - 4 * shared.TOP - 2 * len(rows) - 2 * n
-        part = _projected(xp, block, weights[c0:c1])
-        out[at:at + n], out[at + n:at + 2 * n] = part.real, part.imag
+    projection = None if weights is None else _projected(xp, block, weights[c0:c1])
     # The largest cells lie in the rows with the largest maxima: select those rows first.
-    w = c1 - c0
-    top = min(shared.TOP, w * n)
+    top = min(shared.TOP, (c1 - c0) * n)
     maxima = power.max(axis=1)
     lines = maxima.size - min(top, maxima.size)
     rows_top = xp.argpartition(maxima, lines)[lines:]
     candidates = power[rows_top].ravel()
     picked = xp.argpartition(candidates, candidates.size - top)[candidates.size - top:]
     line, cell = to_host(rows_top[picked // n]), to_host(picked % n)
-    values = to_host(block[xp.asarray(line), xp.asarray(cell)]).astype(np.complex128)
-    table = np.full((shared.TOP, 4), [-1.0, -1.0, 0.0, 0.0])
-    table[:top, 0] = cell
-    table[:top, 1] = line + c0
-    table[:top, 2], table[:top, 3] = values.real, values.imag
-    base = width - 4 * shared.TOP - 2 * len(rows)
-    out[base:base + 4 * shared.TOP] = table.ravel()
+    values = to_host(block[xp.asarray(line), xp.asarray(cell)])
     rows, cols = np.asarray(rows), np.asarray(cols)
     held = np.flatnonzero((cols >= c0) & (cols < c1))
-    if held.size:
-        got = to_host(block[xp.asarray(cols[held] - c0), xp.asarray(rows[held])]).astype(
-            np.complex128)
-        cells = out[base + 4 * shared.TOP:].reshape(-1, 2)
-        cells[held, 0], cells[held, 1] = got.real, got.imag
+    got = (to_host(block[xp.asarray(cols[held] - c0), xp.asarray(rows[held])]) if held.size
+           else np.zeros(0))
+    return _packed_summary(width, len(rows), power.sum(axis=1, dtype=np.float64),
+                           projection, (cell, line + c0, values), (held, got))
+
+
+def _packed_summary(width: int, cells: int, squares, projection, peaks,
+                    sampled) -> np.ndarray:
+    """:func:`summary`'s vector from its parts.
+
+    The columns' squares, the block's part of X s (or None), its largest cells (rows, columns,
+    values) and the sampled cells it holds (which of them, their values).
+    """
+    out = np.zeros(width)
+    squares = to_host(squares)
+    out[:len(squares)] = squares
+    base = width - 4 * shared.TOP - 2 * cells
+    if projection is not None:
+        n = len(projection)
+        out[base - 2 * n:base - n], out[base - n:base] = projection.real, projection.imag
+    peak_rows, peak_cols, values = peaks
+    values = np.asarray(values).astype(np.complex128)
+    table = np.full((shared.TOP, 4), [-1.0, -1.0, 0.0, 0.0])
+    top = len(values)
+    table[:top, 0], table[:top, 1] = peak_rows, peak_cols
+    table[:top, 2], table[:top, 3] = values.real, values.imag
+    out[base:base + 4 * shared.TOP] = table.ravel()
+    held, got = sampled
+    if len(held):
+        got = np.asarray(got).astype(np.complex128)
+        spots = out[base + 4 * shared.TOP:].reshape(-1, 2)
+        spots[held, 0], spots[held, 1] = got.real, got.imag
     return out.reshape(1, width)
+
+
+# Cells of a strip of the spectrum's rows squared at once by :func:`column_summary` (in cache).
+STRIP_CELLS = 2**16
+
+
+def column_summary(spectrum, c0=0, c1=1, library="numpy", rows=(), cols=(), width=1,
+                   weights=None):
+    """:func:`summary`'s vector of columns ``c0:c1`` of the whole spectrum X, not transposed.
+
+    One pass over strips of whole rows of the block (contiguous in X, each small enough to
+    stay in cache while it is squared, summed, its maxima taken and its part of X s added),
+    instead of the several passes :func:`summary` makes over a block of its own.
+    """
+    xp = importlib.import_module(library)
+    block = spectrum[:, c0:c1]
+    n, w = block.shape
+    squares = xp.zeros(w, dtype=np.float64)
+    maxima = xp.zeros(w, dtype=np.float64)
+    strip = max(1, STRIP_CELLS // max(1, w))
+    for top in range(0, n, strip):
+        part = block[top:top + strip]
+        power = part.real * part.real
+        power += part.imag * part.imag
+        squares += power.sum(axis=0, dtype=np.float64)
+        xp.maximum(maxima, power.max(axis=0), out=maxima)
+    projection = None
+    if weights is not None:  # X[:, c0:c1] s[c0:c1]: one complex product a slab of rows
+        s = xp.asarray(np.asarray(weights[c0:c1], np.complex128))
+        projection = xp.empty(n, dtype=np.complex128)
+        slab = max(1, SLAB_CELLS // max(1, w))
+        for top in range(0, n, slab):
+            projection[top:top + slab] = _wide(block[top:top + slab]) @ s
+    count = min(shared.TOP, w * n)
+    lines = w - min(count, w)
+    lines_top = xp.argpartition(maxima, lines)[lines:]  # the columns with the largest maxima
+    candidates = block[:, lines_top]
+    power = (candidates.real * candidates.real + candidates.imag * candidates.imag).ravel()
+    picked = xp.argpartition(power, power.size - count)[power.size - count:]
+    row, line = to_host(picked // len(lines_top)), to_host(lines_top[picked % len(lines_top)])
+    values = to_host(block[xp.asarray(row), xp.asarray(line)])
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    held = np.flatnonzero((cols >= c0) & (cols < c1))
+    got = (to_host(block[xp.asarray(rows[held]), xp.asarray(cols[held] - c0)]) if held.size
+           else np.zeros(0))
+    return _packed_summary(width, len(rows), squares,
+                           to_host(projection),
+                           (row, line + c0, values), (held, got))
 
 
 def assemble(packed: np.ndarray, col_chunks: tuple[int, ...], cells: int, n: int = 0) -> dict:
@@ -240,3 +365,125 @@ def assemble(packed: np.ndarray, col_chunks: tuple[int, ...], cells: int, n: int
         "col_chunks": np.array(col_chunks),
         "projection_parts": projection,
     }
+
+
+# --------------------------------------------------------------------------- the whole array
+
+
+def _each(function, items, threads: int, library: str) -> list:
+    """``function`` of every item, on a pool of ``threads`` threads for NumPy.
+
+    NumPy's loops let go of the GIL; on a device the items run in order (their work is queued
+    on one stream anyway).
+    """
+    items = list(items)
+    if library != "numpy" or threads <= 1 or len(items) <= 1:
+        return [function(item) for item in items]
+    with ThreadPoolExecutor(min(threads, len(items))) as pool:
+        return list(pool.map(function, items))
+
+
+def _spans(chunks) -> list[tuple[int, int, int]]:
+    """(index, start, stop) of each block of ``chunks``."""
+    out, start = [], 0
+    for index, size in enumerate(chunks):
+        out.append((index, start, start + int(size)))
+        start += int(size)
+    return out
+
+
+def _whole_input(plan: dict, xp):
+    """The input as one array, drawn or read by row blocks on the pool.
+
+    irfft2's input, the half spectrum, as it is stored (not transposed).
+    """
+    n, library, source = plan["n"], plan["library"], plan["source"]
+    shape = tuple(source.shape) if source is not None else (n, n)
+    x = xp.empty(shape, dtype=plan["value_type"])
+    if source is None:
+        def fill(span):
+            index, r0, r1 = span
+            info = {None: {"array-location": [(r0, r1), (0, n)], "chunk-location": (index, 0)}}
+            x[r0:r1] = generated(info, n=n, seed=plan["seed"], value_type=plan["value_type"],
+                                 real=plan["real_input"], library=library)
+        spans = _spans(plan["row_chunks"])
+    else:
+        def fill(span):
+            _, r0, r1 = span
+            part = np.asarray(source.reader[r0:r1]).astype(plan["value_type"], copy=False)
+            x[r0:r1] = part if library == "numpy" else xp.asarray(part)
+        step = -(-shape[0] // max(1, plan["threads"]))
+        spans = _spans([min(step, shape[0] - r) for r in range(0, shape[0], step)])
+    _each(fill, spans, plan["threads"], library)
+    return x
+
+
+def _clock(library: str) -> float:
+    """A timestamp once the device's queued work is done."""
+    settled(None, library)
+    return time.perf_counter()
+
+
+def whole(plan: dict) -> dict:
+    """The run's transform of the whole array in one worker, on all the threads it is given.
+
+    No block leaves the worker: the row transforms and the column transforms run on the one
+    array (in place where the types allow, scipy.fft's ``overwrite_x``), the columns read where
+    they lie (pocketfft copies a few at a time into its buffers; cuFFT's strided batches), so
+    the transpose moves no byte between workers. The input's certificates
+    (:func:`line_terms`) and each column block's summary (:func:`summary`) are the slab path's,
+    on the same blocks. ``plan``: n, value_type, dtype, real_input, half_inverse, inverse,
+    seed, source, row_chunks, col_chunks, threads, library, cells, weights, transform, width,
+    keep (return the result array for ``--output``).
+
+    Returns ``lines``, ``packed`` (one summary row a column block), ``seconds`` (input, rows,
+    columns, reduce; each taken once the device is done) and ``array`` (the spectrum, or
+    irfft2's result, where ``keep``).
+    """
+    library, threads, n = plan["library"], plan["threads"], plan["n"]
+    xp = importlib.import_module(library)
+    rows, cols = plan["cells"]
+    marks = [_clock(library)]
+    x = _whole_input(plan, xp)
+    marks.append(_clock(library))
+    held = x.T if plan["half_inverse"] else x  # irfft2 holds the half spectrum transposed
+    parts = _each(lambda span, held=held: _input_terms(xp, held[span[1]:span[2]], n,
+                                                       plan["transform"], len(cols)),
+                  _spans(plan["row_chunks"]), threads, library)
+    terms = xp.concatenate([t for t, _ in parts])
+    squares = xp.concatenate([q for _, q in parts])
+    if plan["half_inverse"]:
+        y = _transform("ifft", x, 0, library, threads, overwrite=True)
+    else:
+        kind = "rfft" if plan["real_input"] else "ifft" if plan["inverse"] else "fft"
+        y = _transform(kind, x, 1, library, threads, overwrite=True)
+    del x, held
+    y = y.astype(plan["dtype"], copy=False)
+    _row_terms(xp, terms, y.T if plan["half_inverse"] else y, n, cols, plan["inverse"])
+    lines = _packed_terms(terms, squares)
+    marks.append(_clock(library))
+    if plan["half_inverse"]:
+        spectrum_t = _transform("irfft", y, 1, library, threads, n=n)
+        result = spectrum_t = spectrum_t.astype(shared.REAL_OF[plan["dtype"]], copy=False)
+    else:
+        result = _transform("ifft" if plan["inverse"] else "fft", y, 0, library, threads,
+                            overwrite=True).astype(plan["dtype"], copy=False)
+        spectrum_t = result.T
+    del y
+    marks.append(_clock(library))
+    height = spectrum_t.shape[1]
+
+    def summarised(span):
+        index, c0, c1 = span
+        if not plan["half_inverse"]:  # the spectrum's columns, read in place
+            return column_summary(result, c0, c1, library=library, rows=rows, cols=cols,
+                                  width=plan["width"], weights=plan["weights"])
+        info = {0: {"array-location": [(c0, c1), (0, height)], "chunk-location": (index, 0)}}
+        return summary(spectrum_t[c0:c1], info, library=library, rows=rows, cols=cols,
+                       width=plan["width"], weights=plan["weights"])
+
+    packed = np.concatenate(_each(summarised, _spans(plan["col_chunks"]), threads, library))
+    marks.append(_clock(library))
+    release_plans(library)
+    return {"lines": lines, "packed": packed, "seconds": np.diff(marks).tolist(),
+            "array": result if plan["keep"] else None}

@@ -140,19 +140,26 @@ def test_transpose_bytes_count_what_leaves_each_block():
     assert fft_layout.transpose_bytes(sizes) == (64 - 9 - 9 - 4) * 16
 
 
-def test_a_run_reports_its_phases_and_matches_numpy(cpu_client):
+@pytest.mark.parametrize("layout", ["slabs", "whole"])
+def test_a_run_reports_its_phases_and_matches_numpy(cpu_client, layout):
     result = daskgpu.run("fft-pipeline", client=cpu_client, size=48, chunks=13, seed=2,
-                         inverse=True)
+                         inverse=True, layout=layout)
     assert result.verified, result.verification
     assert "Parseval" in result.verification and "planted peaks" in result.verification
     data = result.data
-    assert data["transform"] == "ifft2" and data["slabs"] == 4
-    for key in ("input_s", "row_fft_s", "transpose_s", "column_fft_s", "reduce_s"):
+    assert data["transform"] == "ifft2" and data["slabs"] == 4 and data["layout"] == layout
+    for key in ("input_s", "row_fft_s", "column_fft_s", "reduce_s"):
         assert data[key] > 0, key
     assert data["local_fft_s"] == pytest.approx(data["row_fft_s"] + data["column_fft_s"],
                                                 abs=2e-4)
-    assert data["transpose_bytes"] == 48 * 48 * 16 - (13 * 12 * 3 + 9 * 12) * 16
-    assert data["transpose_gb_per_s"] > 0
+    if layout == "slabs":
+        assert data["transpose_s"] > 0 and data["threads_per_transform"] == 1
+        assert data["transpose_bytes"] == 48 * 48 * 16 - (13 * 12 * 3 + 9 * 12) * 16
+        assert data["transpose_gb_per_s"] > 0
+    else:  # the columns are transformed where they lie: nothing moves between blocks
+        assert data["transpose_s"] == 0 and data["transpose_bytes"] == 0
+        assert data["transpose_gb_per_s"] is None
+        assert data["threads_per_transform"] == 2  # both workers' threads, on one host
     _, _, x, _, _ = _stages(size=48, chunks=13, seed=2, inverse=True)
     expected = np.fft.ifft2(x)
     assert result.value["sum_of_squares"] == pytest.approx((np.abs(expected) ** 2).sum(),
@@ -248,7 +255,7 @@ def test_cli_json_run_of_the_half_spectrum_writes_zarr(tmp_path):
     out = tmp_path / "s.zarr"
     proc = run_cli("run", "fft-pipeline", "--size", "40", "--chunks", "16", "--real", "--seed",
                    "6", "--cpu", "--workers", "2", "--no-dashboard", "--json", "--output",
-                   str(out), timeout=120)
+                   str(out), "--layout", "slabs", timeout=120)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["verified"] and doc["params"]["real"] is True and doc["params"]["inverse"] is False
