@@ -199,14 +199,15 @@ import test_kernel_kmeans as t
 def on_host(arrays):
     return [a.get() if hasattr(a, "get") else a.copy_to_host() for a in arrays]
 
-def check(x, c, exact=True):
+def check(x, c, devices=(cuda.to_device,)):
     rtol = 1e-12 if x.dtype == np.float64 else 1e-6
     want = t.numpy_pass(x, c)
     host = kmeans.kmeans_pass(x, c)
     t.assert_pass_equal(host, want, rtol)
     host_cc = kmeans.kmeans_counts_cost(x, c)
     t.assert_counts_cost_equal(host_cc, want, rtol)
-    for device in (cuda.to_device(x), fake_cupy.asarray(x)):
+    for to_device in devices:
+        device = to_device(x)
         got = on_host(kmeans.kmeans_pass(device, c))
         t.assert_pass_equal(got, want, rtol)
         np.testing.assert_array_equal(got[1], host[1])
@@ -216,9 +217,13 @@ def check(x, c, exact=True):
 """
 
 SIMULATED_CASES = SIMULATED + """
-# 300 points over 2 blocks of 256 threads (the second tile holds 44 points)
+# 300 points over 2 blocks of 256 threads (the second tile holds 44 points), Numba and CuPy
 x, c = t.blobs(300, 3, 5, 1)
-check(x, c)
+check(x, c, (cuda.to_device, fake_cupy.asarray))
+assert any(ptr == fake_cupy.STREAM_PTR for ptr, _ in fake_cupy.streams)  # CuPy's stream
+# the rest in blocks of 64 threads (fewer threads to simulate)
+kmeans.MAX_THREADS = 64
+x = x[:150]
 check(x.astype(np.float32), c)
 check(x[:7], c)                       # k > points in the block, empty clusters
 check(x[:40], c[:1])                  # k = 1
@@ -236,17 +241,17 @@ check(far.astype(np.float64), c_far)
 # every lane of a warp with its own nearest (64 points, each its own centroid), then all alike
 check(x[:64], x[:64])
 check(np.repeat(x[:1], 64, axis=0), c)
-# k-means||: more candidates than a tile (64 rows): 3 tiles, the last partial
+# k-means||: more candidates than a tile (64 rows): 2 tiles, the last partial
 check(x, x[::2])
 # a non-contiguous view of points
 check(np.asfortranarray(x), c)
 assert simwarp.calls["shfl_down_sync"] > 0 and simwarp.calls["match_any_sync"] > 0
-assert any(ptr == fake_cupy.STREAM_PTR for ptr, _ in fake_cupy.streams)  # CuPy's stream
 print("ok")
 """
 
 SIMULATED_PLANS = SIMULATED + """
-x, c = t.blobs(300, 3, 5, 2)
+kmeans.MAX_THREADS = 64
+x, c = t.blobs(150, 3, 5, 2)
 big_k = np.concatenate([c] * 13)[:64] + np.arange(64)[:, None] * 1e-3
 plans = []
 def planned(budget, d, k):
@@ -254,16 +259,16 @@ def planned(budget, d, k):
     plans.append((kmeans.pass_plan(np.float64, d, k), kmeans.counts_cost_plan(np.float64, d)))
     return plans[-1]
 
-# held, staged in 64 threads; candidate tiles of 50 rows in one warp
+# held, staged in 64 threads; candidate tiles of 52 rows in one warp
 p, q = planned(2048, 3, 5)
 assert p.held and p.staged and p.threads == 64, p
-assert q.staged and q.threads == 32 and q.capacity == 50, q
+assert q.staged and q.threads == 32 and q.capacity == 52, q
 check(x, c)
 check(x, x[::3])
-# held, points read in place; candidates 22 rows a tile, read in place
+# held, points read in place; candidates 24 rows a tile, read in place
 p, q = planned(600, 3, 5)
-assert p.held and not p.staged and p.threads == 256, p
-assert not q.staged and q.capacity == 22, q
+assert p.held and not p.staged and p.threads == 64, p
+assert not q.staged and q.capacity == 24, q
 check(x, c)
 check(x, x[::3])
 # centroids and sums in global memory, points staged in one warp
@@ -271,11 +276,11 @@ p, _ = planned(1000, 3, 64)
 assert not p.held and p.staged and p.threads == 32, p
 check(x, big_k)
 # candidates one row at a time
-_, q = planned(100, 3, 5)
+_, q = planned(48, 3, 5)
 assert q.capacity == 1, q
 check(x[:100], c)
 # neither: the old global-memory path; counts and cost through the pass kernel
-p, q = planned(80, 3, 64)
+p, q = planned(32, 3, 64)
 assert not p.held and not p.staged and q is None, (p, q)
 check(x, big_k)
 check(x.astype(np.float32), big_k)
