@@ -2,7 +2,7 @@
 
 k-means|| (``--init k-means||``, Bahmani et al., 2012, simplified) samples candidates on the
 workers, where the shards live, in ``KMEANS_PARALLEL_ROUNDS`` rounds, weights them by the points
-nearest each with one kernel pass (:func:`pipelines.kmeans.tasks.shard_pass`), and reduces them
+nearest each with one kernel pass (:func:`pipelines.kmeans.tasks.shard_weights`), and reduces them
 to ``k`` here in the client. The scheme's constants are in :mod:`pipelines.kmeans.shared`.
 """
 
@@ -19,7 +19,7 @@ from pipelines.kmeans.shared import (
     KMEANS_PARALLEL_ROUNDS,
     cell_rows,
 )
-from pipelines.kmeans.tasks import pick_rows, shard_pass, shard_weights
+from pipelines.kmeans.tasks import pick_rows, shard_cost, shard_weights
 
 # Most weighted Lloyd steps reducing the candidates to k (they stop at a fixed point first).
 WEIGHTED_MAX_STEPS = 200
@@ -135,8 +135,8 @@ def kmeans_parallel(client, shards, sizes, seed: int, k: int) -> tuple[np.ndarra
     factor = KMEANS_PARALLEL_OVERSAMPLING * k
     rounds, costs, cell_costs, cell_sampled = [np.zeros(1, np.int64)], [], [], []
     for step in range(KMEANS_PARALLEL_ROUNDS):
-        (_, _, cost), _ = data_parallel.step(client, shards, shard_pass, data_parallel.add_pairs,
-                                             candidates)
+        (cost,), _ = data_parallel.step(client, shards, shard_cost, data_parallel.add_pairs,
+                                        candidates)
         costs.append(float(cost))
         if cost <= 0:
             break

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from daskgpu.errors import ParameterError
-from daskgpu.kernels.kmeans import kmeans_pass
+from daskgpu.kernels.kmeans import kmeans_counts_cost, kmeans_pass
 from daskgpu.toolkit import backends, data_parallel
 from daskgpu.toolkit.numeric import generator
 from pipelines.kmeans.shared import (
@@ -77,14 +77,26 @@ def shard_pass(x, centroids: np.ndarray) -> tuple:
     return out, time.perf_counter() - began
 
 
+def shard_cost(x, candidates: np.ndarray) -> tuple:
+    """k-means||'s cost on one shard: ``((cost,), seconds)``.
+
+    The squared distances of its points to their nearest candidate, summed by the
+    counts-and-cost kernel (no sums).
+    """
+    began = time.perf_counter()
+    cost = float(backends.to_host(kmeans_counts_cost(x, candidates)[1])[0])
+    return (cost,), time.perf_counter() - began
+
+
 def shard_weights(x, candidates: np.ndarray, cell: int) -> np.ndarray:
     """The points of shard ``x`` nearest each candidate, per cell of ``cell`` points.
 
-    One kernel pass per cell: ``(cells, candidates)`` int64 counts on the host. Counts are
-    whole numbers, so the shard's (their sum) are those of one pass over the whole shard.
+    One counts-and-cost kernel pass per cell: ``(cells, candidates)`` int64 counts on the
+    host. Counts are whole numbers, so the shard's (their sum) are those of one pass over the
+    whole shard.
     """
     xp = importlib.import_module(type(x).__module__.split(".")[0])
-    counts = [kmeans_pass(x[first:first + cell], candidates)[1]
+    counts = [kmeans_counts_cost(x[first:first + cell], candidates)[0]
               for first in range(0, x.shape[0], cell)]
     if not counts:
         return np.zeros((0, len(candidates)), np.int64)
