@@ -73,6 +73,9 @@ class CheckReport:
         Every declared mutation (but those skipped) at every depth in ``depths``.
     skipped : tuple of str
         The mutations left out by ``skip_mutations``.
+    value : object
+        The run's reported value (the unaltered result through the pipeline's ``present``),
+        for a test to compare with an answer it knows.
     """
 
     pipeline: str
@@ -81,6 +84,7 @@ class CheckReport:
     verified: Mapping[str, str]
     caught: tuple[CaughtMutation, ...]
     skipped: tuple[str, ...] = ()
+    value: Any = None
 
     def __str__(self) -> str:
         names = list(dict.fromkeys(c.mutation for c in self.caught))
@@ -153,10 +157,11 @@ def check_pipeline(
         try:
             verified, caught = _check_every_depth(spec, chosen, workload, raw, checked,
                                                   mutations)
+            value = workload.present(workload, raw) if workload.present else raw
         finally:
             _discard_outputs(workload)  # a test keeps no output
     return CheckReport(spec.name, dict(workload.resolved.values), checked, verified,
-                       tuple(caught), skipped)
+                       tuple(caught), skipped, value)
 
 
 def compute_as_a_run(spec: Pipeline, session, **params: Any) -> tuple[Workload, Any]:

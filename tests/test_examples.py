@@ -23,6 +23,12 @@ EXAMPLES = sorted(path for path in (ROOT / "examples").iterdir()
 CASES = {
     "threshold_count": ("threshold-count",
                         ["--shape", "600,400", "--chunks", "100,200", "--seed", "3"]),
+    "top_values": ("top-values", ["--rows", "20000", "--partitions", "4", "--seed", "3"]),
+}
+# What ``new-pipeline`` writes, run with small parameters.
+SCAFFOLDS = {
+    "array": ([], ["--shape", "600,400", "--chunks", "100,200", "--seed", "5"]),
+    "table": (["--table"], ["--rows", "20000", "--partitions", "3", "--seed", "5"]),
 }
 
 
@@ -80,10 +86,21 @@ def test_an_installed_examples_own_tests_pass_as_written(installed, tmp_path):
     assert " passed" in proc.stdout and "failed" not in proc.stdout, proc.stdout
 
 
-def test_new_pipeline_writes_a_package_that_installs_runs_and_passes_its_test(tmp_path):
-    """``cli.py new-pipeline NAME``: the package as written, installed, runs and tests green."""
+def test_the_table_scaffold_is_the_table_example():
+    """``new-pipeline top-values --table`` writes examples/top_values' module, byte for byte."""
+    from daskgpu.cli import scaffold
+
+    written = scaffold.files("top-values", table=True)["top_values/pipeline.py"]
+    assert written == (ROOT / "examples" / "top_values" / "top_values" / "pipeline.py").read_text()
+
+
+@pytest.mark.parametrize("kind", sorted(SCAFFOLDS))
+def test_new_pipeline_writes_a_package_that_installs_runs_and_passes_its_test(tmp_path, kind):
+    """``cli.py new-pipeline NAME [--table]``: the package as written, installed, runs and
+    tests green."""
+    flags, params = SCAFFOLDS[kind]
     written = subprocess.run([sys.executable, str(ROOT / "cli.py"), "new-pipeline", "my-count",
-                              "--dir", str(tmp_path / "my-count")], capture_output=True,
+                              *flags, "--dir", str(tmp_path / "my-count")], capture_output=True,
                              text=True, cwd=tmp_path, timeout=120)
     assert written.returncode == 0, written.stderr
     assert (tmp_path / "my-count" / "my_count" / "pipeline.py").is_file(), written.stdout
@@ -96,7 +113,7 @@ def test_new_pipeline_writes_a_package_that_installs_runs_and_passes_its_test(tm
     env.pop("CUDA_VISIBLE_DEVICES", None)
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT)])
     run = _cli(env, "run", "my-count", "--cpu", "--workers", "2", "--no-dashboard", "--json",
-               "--shape", "600,400", "--chunks", "100,200", "--seed", "5")
+               *params)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["verified"] is True
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

@@ -238,7 +238,9 @@ def list_pipelines(as_json):
 @click.argument("name")
 @click.option("--dir", "folder", default=None, metavar="PATH",
               help="Where to write the package [default: ./NAME].")
-def new_pipeline(name, folder):
+@click.option("--table", is_flag=True,
+              help="A table pipeline (Parquet/CSV or random rows) instead of an array one.")
+def new_pipeline(name, folder, table):
     """Write a plugin package for pipeline NAME: pyproject, pipeline module, test.
 
     It installs (pip install -e PATH), lists, runs, verifies and passes its test as written.
@@ -246,7 +248,7 @@ def new_pipeline(name, folder):
     from daskgpu.cli import scaffold
 
     target = folder or name
-    for path in scaffold.write(name, target):
+    for path in scaffold.write(name, target, table):
         click.echo(path)
     click.echo(f"next: pip install -e {target} && daskgpu run {name} --cpu && "
                f"(cd {target} && pytest)")

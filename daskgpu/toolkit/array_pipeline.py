@@ -142,7 +142,8 @@ def _settler(name: str, params: tuple[Param, ...], ndim: int, dtypes: tuple[str,
         values = dict(values)
         if values["input"] is None:
             itemsize = np.dtype(values["dtype"]).itemsize
-            chunking.check_blocks(values["chunks"], values["shape"], itemsize, "--shape")
+            chunking.check_blocks(values["chunks"], values["shape"], itemsize, "--shape",
+                                  memory=chunking.worker_memory(backend))
             return values, {}
         refuse_with_input(params, values, GENERATED_ONLY)
         source = array_input.open_array(values["input"], dtypes=dtypes)
@@ -150,7 +151,8 @@ def _settler(name: str, params: tuple[Param, ...], ndim: int, dtypes: tuple[str,
             raise InputFileError(array_input.printable(
                 f"--input {source.path}: holds an array of shape {source.shape}; {name} needs "
                 f"{ndim} axes (as its --shape has)"))
-        chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input")
+        chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input",
+                              memory=chunking.worker_memory(backend))
         values["shape"] = values["dtype"] = None  # the input's own, reported with the data
         return values, {"input": source}
 
@@ -218,7 +220,8 @@ def every_tenth_row_changed() -> Mutation:
 # --------------------------------------------------------------------------- the decorator
 
 
-def _one_check(check) -> Callable[..., Verification]:
+def one_check(check) -> Callable[..., Verification]:
+    """``check`` as one ``verify``: a callable as it is, a sequence through ``all_of``."""
     if callable(check):
         return check
     if isinstance(check, Sequence) and all(callable(c) for c in check):
@@ -323,7 +326,7 @@ def array_pipeline(
     dtypes = tuple(dtypes)
     shape = tuple(shape)
     _refuse_bad_definition(name, params, shape, dtype, dtypes, distribution)
-    verify = _one_check(check)
+    verify = one_check(check)
     every = (*params, *_standard_params(shape, dtype, dtypes))
     own = tuple(p.name for p in params)
     chosen_mutations = (every_tenth_row_changed(),) if mutations is None else tuple(mutations)

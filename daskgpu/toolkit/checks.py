@@ -11,6 +11,9 @@ pipeline's own parameter values from ``workload.context["params"]``.
 - :func:`count_bound`: the result's total, a count of random values each counted with a known
   probability, lies within Hoeffding's bound of its expectation.
 - :func:`hoeffding_bound`: that bound, for any use.
+- :func:`groups_recomputed`: for :func:`daskgpu.table_pipeline`, recompute a seeded sample of
+  the result's groups (every one at ``full``) with your own reference function, from the table
+  drawn again or read again; compare group by group.
 
 Several checks given together (``check=(a, b)``) all run; see :func:`all_of`.
 """
@@ -29,12 +32,14 @@ import numpy as np
 from daskgpu.toolkit import spot_checks
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.numeric import generator, starts
+from daskgpu.toolkit.table_checks import groups_recomputed
 from daskgpu.toolkit.workload import Verification, Workload
 
 if TYPE_CHECKING:
     from daskgpu.toolkit.array_pipeline import ArrayData
 
-__all__ = ["FALSE_ALARM", "all_of", "count_bound", "hoeffding_bound", "rows_recomputed"]
+__all__ = ["FALSE_ALARM", "all_of", "count_bound", "groups_recomputed", "hoeffding_bound",
+           "rows_recomputed"]
 
 #: The probability that :func:`count_bound` fails a correct run on random data, by default.
 FALSE_ALARM = 1e-9

@@ -1,0 +1,1 @@
+"""A daskgpu plugin: top-values, written with ``daskgpu.table_pipeline``."""
