@@ -386,3 +386,31 @@ def test_all_of_runs_every_check_and_passes_only_when_each_does():
     assert not both.ok and both.detail == "first fine; second wrong at full"
     with pytest.raises(ValueError):
         checks.all_of([])
+
+
+# --------------------------------------------------------------------------- low-level plugins
+
+
+def test_a_low_level_plugin_with_shape_and_chunks_is_refused_an_impossible_layout(registered):
+    """The block-count and memory checks apply to ``@daskgpu.pipeline`` too, before prepare."""
+    built = []
+
+    @daskgpu.pipeline("low-level-test", "x", (
+        daskgpu.Param("shape", array_pipelines.array_shape(2), (3000, 3000), "Shape."),
+        daskgpu.Param("chunks", daskgpu.chunks, "auto", "Blocks."),
+        daskgpu.Param("dtype", daskgpu.choice(("float32", "float64")), "float64", "Type."),
+    ), lambda workload, raw: Verification(True, "ok"))
+    def prepare(resolved):
+        built.append(resolved)
+        raise AssertionError("prepare must not run for a refused layout")
+
+    registered.append("low-level-test")
+    with pytest.raises(ParameterError, match=r"--chunks 1: 9e\+06 blocks of shape \(3000, 3000\)"):
+        prepare.resolve(chunks="1")
+    small_gpu = backends.Backend("gpu", "cupy", "cudf", (
+        daskgpu.Device(0, "GPU-0", "small", 2**30, 2**30, "0000:01:00.0"),), 1, 1)
+    with pytest.raises(ParameterError, match=r"one block .* more than a worker's memory "
+                                             r"\(1 GiB at most\)"):
+        prepare.resolve(small_gpu, shape="20000,20000", chunks="20000")  # 3.2 GB
+    assert prepare.resolve(small_gpu, chunks="1000").values["chunks"] == (1000,)
+    assert prepare.resolve(chunks="1000") and not built

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import dask.array as da
+import numpy as np
 from dask.utils import parse_bytes
 
 from daskgpu import config as daskgpu_config
@@ -103,7 +104,7 @@ def block_count(chunks, shape: tuple[int, ...], itemsize: int) -> int:
 
 
 def check_blocks(chunks, shape: tuple[int, ...], itemsize: int, size_option: str = "--size",
-                 layers: int = 1) -> None:
+                 layers: int = 1, memory: int = 0) -> None:
     """Refuse a layout no cluster can run, before one starts.
 
     Parameters
@@ -118,12 +119,14 @@ def check_blocks(chunks, shape: tuple[int, ...], itemsize: int, size_option: str
         The option that sets the shape, for the message.
     layers : int
         How many times the graph repeats over the blocks (a stencil's halo exchanges).
+    memory : int
+        Bytes of one worker's memory (a GPU's), where known: a block larger is refused too.
 
     Raises
     ------
     ParameterError
         More than :data:`MAX_BLOCKS` blocks (times ``layers``), or a block larger than
-        :data:`MAX_BLOCK_BYTES`.
+        :data:`MAX_BLOCK_BYTES` or than ``memory``.
     """
     check_axes(chunks, shape)
     blocks = block_count(chunks, shape, itemsize)
@@ -143,9 +146,38 @@ def check_blocks(chunks, shape: tuple[int, ...], itemsize: int, size_option: str
     if chunks != "auto":
         sizes = tuple(chunks) * len(shape) if len(chunks) == 1 else tuple(chunks)
         block_bytes = math.prod(min(s, n) for s, n in zip(sizes, shape, strict=True)) * itemsize
-        if block_bytes > MAX_BLOCK_BYTES:
+        limit = min(MAX_BLOCK_BYTES, memory) if memory else MAX_BLOCK_BYTES
+        if block_bytes > limit:
+            whose = "a worker's memory" if memory else "any worker's memory"
             raise ParameterError(
                 f"--chunks {','.join(map(str, chunks))}: one block of shape {shape} would hold "
-                f"{_bytes(block_bytes)}, more than any worker's memory "
-                f"({_bytes(MAX_BLOCK_BYTES)} at most): give smaller blocks or auto"
+                f"{_bytes(block_bytes)}, more than {whose} ({_bytes(limit)} at most): give "
+                "smaller blocks or auto"
             )
+
+
+def worker_memory(backend) -> int:
+    """Bytes of the smallest selected GPU's memory; 0 where unknown (CPU workers)."""
+    return min((d.memory_total for d in backend.devices), default=0) if backend.is_gpu else 0
+
+
+def check_declared(values, backend) -> None:
+    """:func:`check_blocks` for any pipeline that declares an array's ``shape`` and ``chunks``.
+
+    Applied to every pipeline as its parameters are resolved: a plugin written with the
+    low-level ``daskgpu.pipeline`` whose parameters are named ``shape`` (a tuple of sizes, as
+    :func:`daskgpu.toolkit.array_pipeline.array_shape` parses it) and ``chunks`` (the
+    :func:`daskgpu.toolkit.params.chunks` parser's value), with an optional ``dtype``, is
+    refused a layout no cluster can run before one starts, as the built-ins are.
+    """
+    shape, chunks = values.get("shape"), values.get("chunks")
+    if not (isinstance(shape, tuple) and shape and all(isinstance(n, int) for n in shape)):
+        return
+    if not (chunks == "auto" or (isinstance(chunks, tuple) and
+                                 all(isinstance(c, int) for c in chunks))):
+        return
+    try:
+        itemsize = np.dtype(values.get("dtype") or "float64").itemsize
+    except TypeError:
+        itemsize = 8
+    check_blocks(chunks, shape, itemsize, "--shape", memory=worker_memory(backend))

@@ -192,6 +192,9 @@ class Pipeline:
         if self.settle is not None:
             with pipeline_code(self.name, "settle"):
                 values, inputs = self.settle(backend, values)
+        from daskgpu.toolkit import chunking  # loads dask: not at import
+
+        chunking.check_declared(values, backend)
         # Generated data gets a seed (drawn, and reported); data read from an input has none.
         if "seed" in values and values["seed"] is None and values.get("input") is None:
             values["seed"] = fresh_seed()
