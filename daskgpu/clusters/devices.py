@@ -12,8 +12,10 @@ share the same records and error wording, and splitting them would split each ru
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 
 from daskgpu.errors import DeviceSelectionError
@@ -149,6 +151,31 @@ def _nvml_failure_reason(nvml, exc: Exception) -> str:
         if cls is not None and isinstance(exc, cls):
             return text
     return f"NVML error: {exc}"
+
+
+#: The CUDA driver library, as the CUDA runtime (and so CuPy and Numba) loads it.
+CUDA_DRIVER_LIBRARIES = {"win32": ("nvcuda.dll",)}.get(sys.platform, ("libcuda.so.1",))
+#: How to give a container the CUDA driver, where NVML (the "utility" capability) is there.
+CUDA_DRIVER_FIX = ("in a container, start it with NVIDIA_DRIVER_CAPABILITIES=compute,utility "
+                   "(the NVIDIA container runtime then mounts libcuda), or run with --cpu")
+
+
+def cuda_driver_problem() -> str | None:
+    """Why the CUDA driver library cannot be loaded here, or None where it can.
+
+    NVML (``libnvidia-ml``) can see GPUs where the CUDA driver library (``libcuda``) is
+    missing: a container started with ``NVIDIA_DRIVER_CAPABILITIES=utility`` has the first
+    and not the second, and every worker would then fail to create its CUDA context. Only
+    the library is loaded (``dlopen``): no CUDA call is made and no context created.
+    """
+    reasons = []
+    for name in CUDA_DRIVER_LIBRARIES:
+        try:
+            ctypes.CDLL(name)
+            return None
+        except OSError as exc:
+            reasons.append(str(exc) or name)
+    return "; ".join(reasons)
 
 
 def inventory() -> Inventory:

@@ -207,6 +207,11 @@ def _plan_local(gpus, cpu, workers, threads_per_worker, common, gpu_only, protoc
                 f"workers (for the GPUs: {backends.GPU_INSTALL_HINT})."
             )
             return _plan_cpu(workers, threads_per_worker, common, gpu_only, [note])
+        driver = devices.cuda_driver_problem()
+        if driver:
+            note = (f"GPUs found, but the CUDA driver library cannot be loaded ({driver}); "
+                    f"running on CPU workers ({devices.CUDA_DRIVER_FIX}).")
+            return _plan_cpu(workers, threads_per_worker, common, gpu_only, [note])
         if not devices.visible_devices(inv, os.environ.get("CUDA_VISIBLE_DEVICES")):
             note = (
                 f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} hides every GPU; "
@@ -216,6 +221,11 @@ def _plan_local(gpus, cpu, workers, threads_per_worker, common, gpu_only, protoc
         gpus = "all"
     chosen = devices.select(gpus, inv)
     backends.get("gpu")  # raises with the install command if the GPU stack is missing
+    driver = devices.cuda_driver_problem()
+    if driver:
+        raise ClusterError(
+            f"--gpus {gpus}: NVML sees the GPUs, but the CUDA driver library cannot be loaded "
+            f"({driver}); {devices.CUDA_DRIVER_FIX}")
     if workers is not None:
         raise ClusterError(
             f"--workers {workers} with {len(chosen)} selected GPU(s): GPU runs use one worker "

@@ -31,6 +31,7 @@ def gpus(fake_nvml, monkeypatch):
     """Two fake GPUs, and a GPU stack (cupy, dask_cuda) that pretends to be installed."""
     fake_nvml(TWO_GPUS)
     monkeypatch.setattr(daskgpu.toolkit.backends, "gpu_stack_missing", lambda: [])
+    monkeypatch.setattr(devices, "cuda_driver_problem", lambda: None)
     return devices.inventory()
 
 
@@ -124,6 +125,7 @@ def test_gpu_plan_uses_the_inventory_it_is_given(fake_nvml, monkeypatch):
     inv = devices.inventory()
     fake_nvml({"error": "DriverNotLoaded"})  # reading NVML again would find nothing
     monkeypatch.setattr(daskgpu.toolkit.backends, "gpu_stack_missing", lambda: [])
+    monkeypatch.setattr(devices, "cuda_driver_problem", lambda: None)
     p = cluster_plan.plan(gpus="1", inventory=inv)
     assert p.options["CUDA_VISIBLE_DEVICES"] == ["1"]
 
@@ -213,6 +215,7 @@ def test_start_closes_everything_when_the_run_fails(gpus, recording_cluster, mon
 
 def test_no_gpu_falls_back_to_cpu_with_one_notice(no_gpu, monkeypatch):
     monkeypatch.setattr(daskgpu.toolkit.backends, "gpu_stack_missing", lambda: [])
+    monkeypatch.setattr(devices, "cuda_driver_problem", lambda: None)
     p = cluster_plan.plan()
     assert p.kind == "cpu"
     assert p.devices == []
@@ -638,6 +641,7 @@ def test_mig_instances_are_handed_over_by_uuid(fake_nvml, monkeypatch):
     fake_nvml({"gpus": [TWO_GPUS["gpus"][0],
                         {**TWO_GPUS["gpus"][1], "migs": [{"uuid": mig, "memory_total": 2**34}]}]})
     monkeypatch.setattr(daskgpu.toolkit.backends, "gpu_stack_missing", lambda: [])
+    monkeypatch.setattr(devices, "cuda_driver_problem", lambda: None)
     p = cluster_plan.plan(gpus=f"0,{mig}")
     assert p.options["CUDA_VISIBLE_DEVICES"] == ["0", mig]
 
@@ -695,3 +699,25 @@ def test_a_failed_gpu_cluster_start_is_one_line(gpus, monkeypatch):
         with sessions.start(p):
             pass
     assert _one_line(caught.value) and "MIG" in str(caught.value)
+
+
+def test_gpus_without_the_cuda_driver_library_are_refused_in_one_line(gpus, monkeypatch):
+    """NVML sees GPUs, libcuda is missing (a container with only the utility capability)."""
+    missing = "libcuda.so.1: cannot open shared object file: No such file or directory"
+    monkeypatch.setattr(devices, "cuda_driver_problem", lambda: missing)
+    with pytest.raises(ClusterError) as refused:
+        cluster_plan.plan(gpus="0,1")
+    line = str(refused.value)
+    assert "\n" not in line and missing in line
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in line and "--cpu" in line
+    chosen = cluster_plan.plan()  # no --gpus: CPU workers, and a note that says why
+    assert chosen.kind == "cpu"
+    assert any("CUDA driver library cannot be loaded" in n and "compute,utility" in n
+               for n in chosen.notices)
+
+
+def test_the_cuda_driver_probe_loads_the_library_and_says_why_not(monkeypatch):
+    monkeypatch.setattr(devices, "CUDA_DRIVER_LIBRARIES", ("libdaskgpu-no-such-library.so",))
+    assert "libdaskgpu-no-such-library.so" in devices.cuda_driver_problem()
+    monkeypatch.setattr(devices, "CUDA_DRIVER_LIBRARIES", ("libdaskgpu-no-such.so", "libc.so.6"))
+    assert devices.cuda_driver_problem() is None

@@ -26,10 +26,12 @@ WITH_MIG = {"gpus": [TWO_GPUS["gpus"][0],
 PROBE = """
 import json, os, sys
 import daskgpu
+import daskgpu.clusters.devices
 import daskgpu.toolkit.backends
 from daskgpu.errors import DaskGPUError
 
 daskgpu.toolkit.backends.gpu_stack_missing = lambda: []
+daskgpu.clusters.devices.cuda_driver_problem = lambda: None  # as if libcuda loaded
 
 
 def handed():
