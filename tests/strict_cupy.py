@@ -19,8 +19,15 @@ array does where code is most likely to go wrong on a GPU:
   host/device tests (``launch.on_host``, ``backends.to_host``) route it as device data.
 
 Only what the GPU branches under test call is provided; anything else is an ``AttributeError``.
-``cupy.random.default_rng`` takes an integer seed only (recorded in ``seeds``) and draws from
-NumPy's generator of that seed: another stream than NumPy's own branch, as on a GPU.
+``cupy.random.default_rng`` takes an integer seed only (recorded in ``seeds``) and has the state
+layout of CuPy's cuRAND generators (``cupy/random/_bit_generator.pyx``): the seed is cut to
+``SeedSequence(seed).generate_state(1, uint32)[0]``, and element ``i`` of a draw comes from state
+``i mod generator_states`` of that many parallel states (CuPy's
+``8 * 256 * cudaDevAttrMultiProcessorCount``, 32,768; a test may set the module's
+``generator_states``). The library's own device generator
+(:class:`daskgpu.toolkit.numeric.CounterGenerator`) runs on the stand-in's arrays; the first key
+word of each one made while the stand-in is installed is recorded in ``seeds`` too, so that a test
+can tell which block's sequence the device drew.
 
 Its cuDF part (``DataFrame``, ``Series``, ``Index``: classes in ``cudf`` modules) holds pandas
 objects; a column's ``.values`` is a stand-in array, and the host is reached only through
@@ -223,7 +230,8 @@ CONSTANTS = ("inf", "nan", "pi", "newaxis", "float16", "float32", "float64", "co
 LINALG = ("qr", "svd", "norm", "eigh", "solve", "cholesky")
 FFT = ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftfreq",
        "rfftfreq")
-GENERATOR = ("random", "standard_normal", "integers", "normal", "uniform", "permutation")
+#: CuPy's states of one cuRAND generator: ``8 * 256 * cudaDevAttrMultiProcessorCount``.
+GENERATOR_STATES = 8 * 256 * 16
 
 
 def asarray(a, dtype=None):
@@ -255,15 +263,87 @@ def histogram(x, bins=10, range=None, weights=None):  # noqa: A002 - NumPy's nam
 
 
 class Generator:
-    """CuPy's ``default_rng``: an integer seed only; NumPy's generator of that seed."""
+    """CuPy's ``default_rng``: an integer seed only, kept as 32 bits; element ``i`` of a draw
+    from state ``i mod states``, each state advancing by the values it gave."""
 
-    def __init__(self, seed, seeds: list):
+    def __init__(self, seed, seeds: list, states: int):
         if not isinstance(seed, int):
             raise TypeError(f"seed must be an integer, not {type(seed)}")
         seeds.append(seed)
-        self._numpy = np.random.default_rng(seed)
-        for name in GENERATOR:
-            setattr(self, name, _strict(getattr(self._numpy, name)))
+        self.seed32 = int(np.random.SeedSequence(seed).generate_state(1, np.uint32)[0])
+        self.states = states
+        self._given = np.zeros(states, dtype=np.uint64)  # values each state has given
+
+    def _words(self, count: int, lane: int) -> np.ndarray:
+        """One 64-bit word for each of ``count`` elements: a hash of (seed, state, its count)."""
+        i = np.arange(count, dtype=np.uint64)
+        state = i % np.uint64(self.states)
+        nth = self._given[state] + i // np.uint64(self.states)
+        seed = (self.seed32 * 0x9E3779B97F4A7C15) % 2**64
+        word = (np.uint64(seed)
+                ^ state * np.uint64(0xBF58476D1CE4E5B9) ^ nth * np.uint64(0x94D049BB133111EB)
+                ^ np.uint64(lane))
+        for shift, multiplier in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB),
+                                  (31, 0x9E3779B97F4A7C15), (29, 0xD6E8FEB86659FD93)):
+            word = (word ^ (word >> np.uint64(shift))) * np.uint64(multiplier)
+        return word ^ (word >> np.uint64(32))
+
+    def _advance(self, count: int) -> None:
+        full, rest = divmod(count, self.states)
+        self._given += np.uint64(full)
+        self._given[:rest] += np.uint64(1)
+
+    def _uniform(self, count: int, lane: int = 0) -> np.ndarray:
+        return (self._words(count, lane) >> np.uint64(11)) * 2.0**-53
+
+    def _draw(self, size, dtype, out, values):
+        if out is not None:
+            if not isinstance(out, ndarray):
+                raise _refused(out)
+            size, dtype = out.shape, out.dtype
+        shape = () if size is None else (size,) if isinstance(size, int) else tuple(size)
+        count = int(np.prod(shape, dtype=np.int64))
+        drawn = values(count).astype(dtype).reshape(shape)
+        self._advance(count)
+        if out is None:
+            return ndarray(drawn)
+        out._values[...] = drawn
+        return out
+
+    def random(self, size=None, dtype=np.float64, out=None):
+        """Uniform on [0, 1)."""
+        return self._draw(size, dtype, out, self._uniform)
+
+    def standard_normal(self, size=None, dtype=np.float64, out=None):
+        """Standard normal (Box-Muller of two values of the element's state)."""
+        def values(count):
+            u1, u2 = 1.0 - self._uniform(count, 1), self._uniform(count, 2)
+            return np.sqrt(-2.0 * np.log(u1)) * np.cos(2 * np.pi * u2)
+        return self._draw(size, dtype, out, values)
+
+    def uniform(self, low=0.0, high=1.0, size=None):
+        """Uniform on [low, high), float64."""
+        return self._draw(size, np.float64, None,
+                          lambda count: low + (high - low) * self._uniform(count))
+
+    def integers(self, low, high=None, size=None, dtype=np.int64):
+        """Integers in [low, high)."""
+        if high is None:
+            low, high = 0, low
+        return self._draw(size, dtype, None, lambda count: np.floor(
+            low + (high - low) * self._uniform(count)))
+
+
+def _recording_device_generators(seeds: list):
+    """The library's device generator, recording the first key word of each one made."""
+    from daskgpu.toolkit import numeric
+
+    class Recorded(numeric.CounterGenerator):
+        def __init__(self, xp, sequence):
+            super().__init__(xp, sequence)
+            seeds.append(self.key[0])
+
+    return Recorded
 
 
 def get_array_module(*args):
@@ -335,7 +415,9 @@ def namespace() -> types.ModuleType:
     module.events = []
     module.fft = _fft_namespace(module.events)
     module.seeds = []
-    module.random = types.SimpleNamespace(default_rng=lambda seed: Generator(seed, module.seeds))
+    module.generator_states = GENERATOR_STATES
+    module.random = types.SimpleNamespace(
+        default_rng=lambda seed: Generator(seed, module.seeds, module.generator_states))
     module.cuda = types.SimpleNamespace(
         get_current_stream=lambda: _stream(module.events),
         Device=lambda *_: types.SimpleNamespace(
@@ -347,6 +429,9 @@ def install(monkeypatch) -> types.ModuleType:
     """Register a fresh stand-in as ``cupy`` for one test; return it."""
     module = namespace()
     monkeypatch.setitem(sys.modules, "cupy", module)
+    from daskgpu.toolkit import numeric
+
+    monkeypatch.setattr(numeric, "CounterGenerator", _recording_device_generators(module.seeds))
     return module
 
 

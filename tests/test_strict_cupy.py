@@ -77,6 +77,24 @@ def test_the_generator_takes_an_integer_seed_and_draws_device_arrays(cupy):
         cupy.random.default_rng(np.random.SeedSequence(7))
 
 
+def test_the_generator_has_cupys_state_layout(cupy):
+    """As CuPy's cuRAND generators: a seed cut to 32 bits, element i of a draw from state
+    i mod S, each state advancing by the values it gave."""
+    a, b = (int(np.random.SeedSequence(0, spawn_key=(k,)).generate_state(1, np.uint64)[0])
+            for k in (1379, 28496))  # two 64-bit seeds with the same first 32-bit word
+    assert a != b
+    assert (cupy.random.default_rng(a).random(50).get()
+            == cupy.random.default_rng(b).random(50).get()).all()
+    assert cupy.generator_states == 8 * 256 * 16  # cudaDevAttrMultiProcessorCount's value
+    cupy.generator_states = 4
+    whole = cupy.random.default_rng(5).random(10).get()
+    rng = cupy.random.default_rng(5)
+    first, second = rng.random(3).get(), rng.random(7).get()
+    assert (first == whole[:3]).all()
+    assert (second[:4] == whole[[4, 5, 6, 3]]).all()  # states 0-2 on their second values
+    assert len(set(whole.tolist())) == 10
+
+
 def test_a_host_kernel_takes_device_arrays_in_place_and_refuses_a_mixture(cupy):
     def twin(u, scratch):
         scratch[:] = u + 1

@@ -1,11 +1,19 @@
-"""Random arrays generated on the workers, block by block, with the backend's own generator.
+"""Random arrays generated on the workers, block by block.
 
 Dask's ``da.random.default_rng`` builds a bit generator per block in the client, which for
 CuPy means allocating GPU state (a CUDA context) in the client process. Here the client only
 derives seeds: each block is generated on its worker from
-``SeedSequence(seed, spawn_key=(block_number,))`` with ``numpy.random.default_rng`` or
-``cupy.random.default_rng``, the same per-block scheme Dask uses, so results are reproducible
-for a seed and independent of where blocks run.
+``SeedSequence(seed, spawn_key=(block_number,))``, blocks numbered row-major, with
+:func:`daskgpu.toolkit.numeric.generator`: NumPy's ``default_rng`` (PCG64) on CPU workers, on
+GPU workers a counter-based generator (Philox4x64-10 keyed by the sequence's first 128 bits,
+see :mod:`daskgpu.toolkit.numeric`). Results are reproducible for a seed and independent of
+where blocks run.
+
+Both generators give a block's values as one stream: a block drawn in pieces, each piece
+continuing the stream where the last one stopped, has exactly the values of the block drawn
+whole. On the device this holds by construction (value ``i`` of a block depends only on the
+block's key and ``i``), not by an accident of the library's state layout as with CuPy's own
+``default_rng``, whose values also come from 32 bits of the seed.
 
 The array's ``meta`` stays NumPy even for CuPy blocks: a CuPy meta would have to be allocated
 in the client. NumPy functions dispatch to CuPy blocks through ``__array_function__``.
@@ -107,8 +115,9 @@ def uniform_block_sums(shape, chunks, dtype, seed: int, backend, stream_elements
 
     Each task draws its block's values from the block's own generator in pieces of
     ``stream_elements``, summing as it goes, so a block costs one small buffer instead of its
-    full size in memory (and on CPU no page faults). On NumPy the values are exactly those of
-    ``uniform(shape, chunks, dtype, seed, backend)``; only the summation order differs.
+    full size in memory (and on CPU no page faults). The values are exactly those of
+    ``uniform(shape, chunks, dtype, seed, backend)``, on either backend (see the module
+    docstring); only the summation order differs.
     Finish with :func:`daskgpu.toolkit.reductions.mean_from_sums`.
     """
     normalized = da.core.normalize_chunks(chunks, shape, dtype=dtype)

@@ -19,27 +19,22 @@ import pandas as pd
 import pytest
 
 from daskgpu.data import synthetic
-from daskgpu.toolkit import backends
+from daskgpu.toolkit import backends, numeric
 
 
 @pytest.fixture
 def device_library(cupy_stand_in, monkeypatch):
-    """The strict CuPy stand-in, its generators recording each draw: ``drawn``, (seed, size)."""
+    """The strict CuPy stand-in, the device's generators recording each draw: ``drawn``,
+    (first key word, size)."""
     drawn: list[tuple[int, int]] = []
-    make = cupy_stand_in.random.default_rng
+    device_generator = numeric.CounterGenerator  # the stand-in's, recording its keys
+    draw = device_generator.random
 
-    def default_rng(seed):
-        rng = make(seed)
-        draw = rng.random
+    def random(self, size=None, dtype=np.float64, out=None):
+        drawn.append((self.key[0], size))
+        return draw(self, size, dtype=dtype, out=out)
 
-        def random(size, dtype):
-            drawn.append((seed, size))
-            return draw(size, dtype=dtype)
-
-        rng.random = random
-        return rng
-
-    monkeypatch.setattr(cupy_stand_in.random, "default_rng", default_rng)
+    monkeypatch.setattr(device_generator, "random", random)
     cupy_stand_in.drawn = drawn
     return cupy_stand_in
 
@@ -49,15 +44,16 @@ def test_device_block_sums_draw_each_block_in_pieces_from_its_own_seed(device_li
     sums = [synthetic._uniform_block_sum(
         {None: {"chunk-location": (i, 0)}}, seed=11, value_dtype="float64",
         library="cupy", chunks_of_data=chunks, stream_elements=8) for i in range(2)]
-    # Each block: its own integer seed from its SeedSequence, drawn in pieces of at most 8.
+    # Each block: its own key from its SeedSequence, drawn in pieces of at most 8.
     seeds = [int(np.random.SeedSequence(11, spawn_key=(i,)).generate_state(1, np.uint64)[0])
              for i in range(2)]
     assert device_library.drawn == [(seeds[0], 8), (seeds[0], 8), (seeds[0], 8),
                                     (seeds[0], 8), (seeds[0], 3),
                                     (seeds[1], 8), (seeds[1], 8), (seeds[1], 8), (seeds[1], 4)]
-    for total, seed, n in zip(sums, seeds, (35, 28), strict=True):
+    for i, (total, n) in enumerate(zip(sums, (35, 28), strict=True)):
         assert total.shape == (1, 1) and isinstance(total, np.ndarray)  # on the host
-        want = math.fsum(np.random.default_rng(seed).random(n))  # one draw of the whole block
+        whole = numeric.CounterGenerator(np, np.random.SeedSequence(11, spawn_key=(i,)))
+        want = math.fsum(whole.random(n))  # one draw of the whole block
         assert total[0, 0] == pytest.approx(want, rel=1e-14)
 
 

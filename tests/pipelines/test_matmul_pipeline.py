@@ -19,7 +19,7 @@ import daskgpu
 from daskgpu.data import synthetic
 from daskgpu.errors import InputFileError, ParameterError
 from daskgpu.toolkit.backends import Backend
-from daskgpu.toolkit.numeric import seed_word
+from daskgpu.toolkit.numeric import CounterGenerator, seed_word
 from pipelines.matmul import check as matmul_check
 from pipelines.matmul import check_streamed
 from pipelines.matmul import layout as matmul_layout
@@ -231,8 +231,8 @@ def test_device_branch_of_the_fast_check_draws_whole_blocks_with_integer_seeds(c
     a_part = check_streamed.a_products(ctx, 1, 0, (0, 12), [[b_part], [b_part]])
 
     def drawn(seed, number, shape):
-        word = seed_word(np.random.SeedSequence(seed, spawn_key=(number,)))
-        return np.random.default_rng(word).random(shape)
+        sequence = np.random.SeedSequence(seed, spawn_key=(number,))
+        return CounterGenerator(np, sequence).random(shape)  # the device's scheme
 
     b, a = drawn(6, 1, (7, 4)), drawn(5, 1, (12, 7))
     assert xp.seeds == [seed_word(np.random.SeedSequence(s, spawn_key=(1,))) for s in (6, 5)]
