@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 import dask.config
 
 from daskgpu import config as daskgpu_config
-from daskgpu.clusters import closing, interrupts, security, worker_processes, worker_setup
+from daskgpu.clusters import (
+    closing,
+    cuda_probe,
+    interrupts,
+    security,
+    worker_processes,
+    worker_setup,
+)
 from daskgpu.clusters import dashboard as dashboards
 from daskgpu.clusters.devices import Device
 from daskgpu.clusters.plan import LOOPBACK, ClusterPlan, describe_failure, plan
@@ -275,6 +282,8 @@ def start(p: ClusterPlan, warm_up: str | Sequence[str] | None = None,
             _no_cuda_context_here()
             client = Client(cluster, set_as_default=False)
             _wait_for_workers(client, p.n_workers)
+            if p.kind == "gpu":
+                cuda_probe.check_kernel_launch(client)
             if p.worker_config.get("daskgpu.worker.rmm-for-numba"):
                 worker_setup.check_rmm_routing(client)
             dashboard = None

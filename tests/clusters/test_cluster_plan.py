@@ -15,7 +15,7 @@ from conftest import TWO_GPUS
 
 import daskgpu
 import daskgpu.toolkit.backends
-from daskgpu.clusters import devices, worker_setup
+from daskgpu.clusters import cuda_probe, devices, worker_setup
 from daskgpu.clusters import plan as cluster_plan
 from daskgpu.clusters import session as sessions
 from daskgpu.errors import BackendUnavailable, ClusterError, DaskGPUError, DeviceSelectionError
@@ -154,6 +154,8 @@ def recording_cluster(monkeypatch):
             self.made.append(self)
 
     monkeypatch.setattr(sessions, "_local_cuda_cluster_class", lambda: RecordingCluster)
+    # The in-process "GPU" workers have no CUDA: their kernel launch is taken as working.
+    monkeypatch.setattr(cuda_probe, "kernel_launch_problem", lambda: None)
     return RecordingCluster
 
 
@@ -721,3 +723,38 @@ def test_the_cuda_driver_probe_loads_the_library_and_says_why_not(monkeypatch):
     assert "libdaskgpu-no-such-library.so" in devices.cuda_driver_problem()
     monkeypatch.setattr(devices, "CUDA_DRIVER_LIBRARIES", ("libdaskgpu-no-such.so", "libc.so.6"))
     assert devices.cuda_driver_problem() is None
+
+
+def test_a_gpu_worker_that_cannot_launch_a_kernel_stops_the_start_in_one_line(
+        gpus, recording_cluster, monkeypatch):
+    """The start-up probe's answer, as a worker gives it, ends the start before any run."""
+    ptx = RuntimeError("CUDA_ERROR_UNSUPPORTED_PTX_VERSION: the provided PTX was compiled "
+                       "with an unsupported toolchain.")
+    monkeypatch.setattr(cuda_probe, "kernel_launch_problem", lambda: cuda_probe.describe(ptx))
+    p = cluster_plan.plan(gpus="0", dashboard=False)
+    with pytest.raises(ClusterError) as refused:
+        with sessions.start(p):
+            raise AssertionError("the session must not open")
+    line = str(refused.value)
+    assert _one_line(refused.value) and line.startswith("worker ")
+    assert "UNSUPPORTED_PTX_VERSION" in line and "nvJitLink" in line and "numba" in line
+    assert recording_cluster.made[-1].status.name == "closed"  # and the cluster is closed
+
+
+def test_the_probe_launches_a_kernel_and_names_the_fix_when_it_cannot():
+    import os
+    import subprocess
+    import sys
+
+    code = ("from daskgpu.clusters import cuda_probe; print(cuda_probe.kernel_launch_problem())")
+    simulated = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               env=dict(os.environ, NUMBA_ENABLE_CUDASIM="1"), timeout=120)
+    assert simulated.stdout.strip() == "None", simulated.stderr  # the kernel ran and wrote
+    without = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={k: v for k, v in os.environ.items()
+                                  if k != "NUMBA_ENABLE_CUDASIM"}, timeout=120)
+    said = without.stdout.strip()
+    assert said.startswith("a GPU worker cannot launch a Numba CUDA kernel (") and "\n" not in said
+    assert "numba" in said and "--cpu" in said  # no driver here: the general fix
+    other = cuda_probe.describe(OSError("device busy"))
+    assert "nvidia-smi" in other and "nvJitLink" not in other
