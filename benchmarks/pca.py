@@ -1,76 +1,112 @@
-"""pca-pipeline on CPU workers against ``dask.array.linalg.svd`` and one ``numpy.linalg.svd``.
+"""pca-pipeline against scikit-learn's ``PCA(svd_solver="covariance_eigh")``, on the same file.
 
-    python -m benchmarks.pca [--samples 1000000] [--features 256]
-        [--dtype float64] [--components 10] [--method exact] [--rounds 3] [--workers 2]
-        [--local-cupy]
+    python -m benchmarks.pca [--samples 1000000] [--features 256] [--components 10]
+        [--dtype float64] [--method auto] [--rounds 3] [--workers 2] [--generated]
 
-In alternating rounds, on one CPU LocalCluster of ``--workers`` single-threaded workers:
+The rows (``z diag(sigma) V^T``, pca-pipeline's own specification, :mod:`pipelines.pca.shared`)
+are written once to a ``.npy`` file, untimed. Then, in alternating rounds:
 
-- pca-pipeline, ``daskgpu.run``: its ``compute_s`` (the rows drawn on the workers, each block
-  reduced to its R, the tree, the small SVD; verified after, untimed);
-- ``dask.array.linalg.svd`` of the same lazily generated, same chunked array, centred with
-  ``x - x.mean(axis=0)``: the seconds to compute its singular values and right singular
-  vectors on the same cluster (the data drawn inside the timed graph, as in the pipeline);
-- the pipeline's baseline, ``numpy.linalg.svd`` of the whole centred array, timed in a fresh
-  process whose BLAS uses every core (the array made there first, untimed).
+- pca-pipeline, ``daskgpu.run(..., input=FILE)`` on one CPU LocalCluster of ``--workers``
+  single-threaded workers: its ``compute_s`` (the blocks read from the file, reduced, joined,
+  the small ``eigh`` or SVD; verified after, untimed), the components written with ``--output``;
+- scikit-learn in a fresh process whose BLAS uses every core: ``np.load(FILE)`` and
+  ``PCA(components, svd_solver="covariance_eigh").fit``, both timed (as a user's script would
+  run them), its explained variances and components saved.
 
-The explained variances of all three are compared before the ratios of the medians are printed
-(targets: dask / pipeline at least 1.5, numpy / pipeline at least 1). ``--local-cupy`` also
-runs dask-cuda's ``local_cupy`` benchmark, ``-t cpu --operation svd``, at the same size and
-chunks on the same workers (through ``--scheduler-address``) and prints the ratio of its median
-wall clock to the pipeline's; it times ``np.linalg.svd`` of a persisted, uncentred uniform array
-(U included, the data's generation not). Its module imports ``nvtx`` for profiling ranges only:
-where that package is missing, a stub with no-op ranges is put on its path.
+Before any ratio, every round's answers are compared: the explained variances within the
+tolerance of :func:`daskgpu.execution.answers.tolerance` for the dtype and the rows, and the
+subspaces (the cosines of the principal angles between the two sets of components, at least
+``1 - 1e-6``). The ratio printed is scikit-learn's median over the pipeline's (target at least
+1.0). ``--generated`` also times the pipeline on the same rows drawn on its workers (no file).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
+import numpy as np
+
 import daskgpu
-from benchmarks.harness import baseline_in_a_process, local_cupy, machine
+from benchmarks.harness import machine
 from daskgpu.execution import answers
 
-TARGET_DASK = 1.5
-TARGET_NUMPY = 1.0
-
-def numpy_all_threads(params: dict) -> tuple[float, list[float]]:
-    """Seconds and leading explained variances of the baseline, with every core's BLAS."""
-    seconds, answer = baseline_in_a_process("pca-pipeline", params, all_blas_threads=True)
-    return seconds, answer["explained_variance"]
+TARGET = 1.0
+# Cosines of the principal angles between the two subspaces at least 1 - SUBSPACE.
+SUBSPACE = 1e-6
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WRITE_ROWS = 65_536
 
 
-def dask_svd(session, params: dict, shown: int) -> tuple[float, list[float]]:
-    """Seconds of ``dask.array.linalg.svd`` of the pipeline's centred array, and its variances."""
-    import dask
-    import dask.array as da
+def write_rows(path: str, samples: int, features: int, dtype: str, seed: int) -> None:
+    """The rows ``z diag(sigma) V^T`` (pca-pipeline's specification) to a ``.npy`` file."""
+    from pipelines.pca import shared
 
-    from pipelines.pca import pipeline as pca_pipeline
+    frame = (shared.spectrum(features)[:, None] * shared.basis(seed, features).T)
+    rng = np.random.default_rng(np.random.SeedSequence((seed, 7)))
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(samples, features))
+    for first in range(0, samples, WRITE_ROWS):
+        count = min(WRITE_ROWS, samples - first)
+        out[first:first + count] = rng.standard_normal((count, features)) @ frame
+    out.flush()
+    del out
 
-    spec = daskgpu.get_pipeline("pca-pipeline")
-    resolved = spec.resolve(session.backend, **params)
-    x, _ = pca_pipeline.array(resolved)
-    _, s, v = da.linalg.svd(x - x.mean(axis=0))
+
+def peer(args) -> None:
+    """Run as ``--peer FILE``: scikit-learn's covariance PCA of the file, timed with its load."""
+    from sklearn.decomposition import PCA
+
     began = time.perf_counter()
-    s, _ = dask.compute(s, v, scheduler=session.client)
+    x = np.load(args.peer)
+    fitted = PCA(args.components, svd_solver="covariance_eigh").fit(x)
     seconds = time.perf_counter() - began
-    return seconds, (s[:shown] ** 2 / (resolved["samples"] - 1)).tolist()
+    np.savez(args.out, explained_variance=fitted.explained_variance_,
+             components=fitted.components_)
+    print(json.dumps({"seconds": seconds}), flush=True)
 
 
-def local_cupy_svd(session, samples: int, features: int, rows: int, rounds: int) -> float:
-    """Median wall clock of dask-cuda's ``local_cupy -t cpu --operation svd`` on the workers."""
-    return statistics.median(local_cupy(
-        session.client.scheduler.address, "svd", "-s", str(samples), "-2", str(features),
-        "-c", str(rows), runs=rounds))
+def sklearn_round(path: str, components: int, out: str) -> tuple[float, dict]:
+    """One scikit-learn fit in a fresh process (every core's BLAS): seconds and its answer."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.pca", "--peer", path, "--components",
+         str(components), "--out", out], capture_output=True, text=True, cwd=ROOT, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"scikit-learn's PCA failed: {proc.stderr.strip().splitlines()[-1:]}")
+    seconds = json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]
+    with np.load(out) as saved:
+        return seconds, {key: saved[key] for key in saved.files}
 
 
-def _agree(what: str, got, expected) -> None:
-    disagree = answers.difference(list(got), list(expected), rtol=1e-6)
-    if disagree:
-        raise SystemExit(f"{what}: the explained variances disagree: {disagree}")
+def disagreement(ours: dict, theirs: dict, dtype: str, samples: int) -> str | None:
+    """How two PCAs of the same rows differ: explained variances, then the subspaces."""
+    rtol = answers.tolerance(dtype, samples)
+    wrong = answers.difference(list(ours["explained_variance"]),
+                               list(theirs["explained_variance"]), rtol=rtol)
+    if wrong:
+        return f"explained variances: {wrong} (relative tolerance {rtol:.3g})"
+    cosines = np.linalg.svd(np.asarray(ours["components"]) @ np.asarray(
+        theirs["components"]).T, compute_uv=False)
+    if not cosines.min() >= 1 - SUBSPACE:
+        return (f"subspaces: the smallest cosine of their principal angles is "
+                f"{cosines.min():.9f} (at least {1 - SUBSPACE} expected)")
+    return None
+
+
+def pipeline_round(session, params: dict, components_out: str) -> tuple[float, dict, dict]:
+    """One verified pca-pipeline run: compute seconds, its answer, what the run reported."""
+    result = daskgpu.run("pca-pipeline", session, **params, output=components_out,
+                         overwrite=True)
+    if not result.verified:
+        raise SystemExit(f"the run failed its verification: {result.verification}")
+    answer = {"explained_variance": result.data["explained_variance"],
+              "components": np.load(components_out)}
+    return result.timings["compute_s"], answer, result.data
 
 
 def main() -> None:
@@ -79,55 +115,62 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=256)
     parser.add_argument("--components", type=int, default=10)
     parser.add_argument("--dtype", default="float64")
-    parser.add_argument("--method", default="exact")
+    parser.add_argument("--method", default="auto")
     parser.add_argument("--chunks", default="auto")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--local-cupy", action="store_true")
-    parser.add_argument("--no-numpy", action="store_true", help="Skip numpy.linalg.svd.")
+    parser.add_argument("--generated", action="store_true",
+                        help="Also time the pipeline on the rows drawn on its workers.")
+    parser.add_argument("--peer", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    params = {"samples": args.samples, "features": args.features, "dtype": args.dtype,
-              "components": args.components, "method": args.method, "chunks": args.chunks,
-              "seed": args.seed}
-    print(f"pca-pipeline, {args.samples} x {args.features} {args.dtype}, {args.method}, "
-          f"{args.workers} CPU workers; {machine()}")
-    pipeline_s, dask_s, numpy_s = [], [], []
-    with daskgpu.cluster(cpu=True, workers=args.workers, threads_per_worker=1,
-                         dashboard=False) as session:
-        daskgpu.run("pca-pipeline", session, **{**params, "samples": 2000})  # warm the workers
-        for round_ in range(args.rounds):
-            result = daskgpu.run("pca-pipeline", session, **params)
-            if not result.verified:
-                raise SystemExit(f"the run failed its verification: {result.verification}")
-            variance = result.value["explained_variance"]
-            rows = result.data["chunks"][0]
-            same = {**params, "chunks": str(rows)}  # the run's blocks: data drawn per block
-            seconds, dask_variance = dask_svd(session, same, len(variance))
-            _agree("dask.array.linalg.svd", variance, dask_variance)
-            line = (f"round {round_ + 1}: pipeline {result.timings['compute_s']:.3f} s "
-                    f"({result.data['blocks']} blocks of {rows} rows), dask svd {seconds:.3f} s")
-            pipeline_s.append(result.timings["compute_s"])
-            dask_s.append(seconds)
-            if not args.no_numpy:
-                seconds, numpy_variance = numpy_all_threads(same)
-                _agree("numpy.linalg.svd", variance, numpy_variance)
-                numpy_s.append(seconds)
-                line += f", numpy svd {seconds:.3f} s"
-            print(line, flush=True)
-        cupy_s = (local_cupy_svd(session, args.samples, args.features, rows, args.rounds)
-                  if args.local_cupy else None)
-    median = statistics.median(pipeline_s)
-    print(f"pipeline median {median:.3f} s; dask.array.linalg.svd median "
-          f"{statistics.median(dask_s):.3f} s")
-    print(f"ratio dask svd / pipeline: {statistics.median(dask_s) / median:.2f}x "
-          f"(target >= {TARGET_DASK}x)")
-    if numpy_s:
-        print(f"ratio numpy svd ({os.cpu_count()} BLAS threads) / pipeline: "
-              f"{statistics.median(numpy_s) / median:.2f}x (target >= {TARGET_NUMPY}x)")
-    if cupy_s is not None:
-        print(f"dask-cuda local_cupy -t cpu --operation svd median {cupy_s:.3f} s; ratio "
-              f"local_cupy / pipeline: {cupy_s / median:.2f}x")
+    if args.peer:
+        peer(args)
+        return
+    print(f"pca-pipeline --method {args.method} against scikit-learn covariance_eigh, "
+          f"{args.samples} x {args.features} {args.dtype}, {args.components} components, "
+          f"{args.workers} single-threaded CPU workers; {machine()}", flush=True)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "rows.npy")
+        write_rows(path, args.samples, args.features, args.dtype, args.seed)
+        params = {"input": path, "components": args.components, "method": args.method,
+                  "chunks": args.chunks}
+        generated = {"samples": args.samples, "features": args.features,
+                     "components": args.components, "method": args.method,
+                     "chunks": args.chunks, "dtype": args.dtype, "seed": args.seed}
+        ours_s, theirs_s, drawn_s = [], [], []
+        with daskgpu.cluster(cpu=True, workers=args.workers, threads_per_worker=1,
+                             dashboard=False) as session:
+            daskgpu.run("pca-pipeline", session, samples=2000, features=args.features)
+            for round_ in range(args.rounds):
+                seconds, ours, data = pipeline_round(session, params,
+                                                     os.path.join(folder, "ours.npy"))
+                their_seconds, theirs = sklearn_round(path, args.components,
+                                                      os.path.join(folder, "theirs.npz"))
+                wrong = disagreement(ours, theirs, args.dtype, args.samples)
+                if wrong:
+                    raise SystemExit(f"round {round_ + 1}: scikit-learn and pca-pipeline "
+                                     f"disagree: {wrong}")
+                ours_s.append(seconds)
+                theirs_s.append(their_seconds)
+                line = (f"round {round_ + 1}: pca-pipeline {seconds:.3f} s ({data['method']}, "
+                        f"{data['blocks']} blocks), scikit-learn {their_seconds:.3f} s "
+                        f"(np.load + fit); answers agree")
+                if args.generated:
+                    drawn = daskgpu.run("pca-pipeline", session, **generated)
+                    if not drawn.verified:
+                        raise SystemExit(f"the generated run failed: {drawn.verification}")
+                    drawn_s.append(drawn.timings["compute_s"])
+                    line += f"; generated on the workers {drawn_s[-1]:.3f} s"
+                print(line, flush=True)
+    ours_m, theirs_m = statistics.median(ours_s), statistics.median(theirs_s)
+    print(f"pca-pipeline median {ours_m:.3f} s, scikit-learn median {theirs_m:.3f} s "
+          f"({os.cpu_count()} BLAS threads)")
+    print(f"ratio scikit-learn / pca-pipeline: {theirs_m / ours_m:.2f}x (target >= {TARGET}x)")
+    if drawn_s:
+        print(f"ratio scikit-learn (from the file) / pca-pipeline on rows drawn on its workers: "
+              f"{theirs_m / statistics.median(drawn_s):.2f}x")
 
 
 if __name__ == "__main__":

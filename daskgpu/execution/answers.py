@@ -2,6 +2,11 @@
 
 Integers (counts) must be equal; floating-point numbers equal within a relative tolerance;
 dicts, lists and arrays element by element. The first difference is named, for one line.
+
+The tolerance (:func:`tolerance`) follows from the data's dtype and the length of the
+reductions behind the numbers: ``max(RTOL, u sqrt(length))``, ``u`` the dtype's unit roundoff.
+A sum of ``length`` terms rounded in that dtype is typically off by ``u sqrt(length)`` relative
+(Higham and Mary, 2019); float64 data keep the floor ``RTOL``.
 """
 
 from __future__ import annotations
@@ -12,6 +17,28 @@ from collections.abc import Mapping
 import numpy as np
 
 RTOL = 1e-6
+
+
+def tolerance(dtype=None, length: int | None = None) -> float:
+    """The relative tolerance for answers computed from ``dtype`` data in reductions of ``length``.
+
+    ``max(RTOL, u sqrt(length))`` with ``u`` the unit roundoff of a floating-point ``dtype``;
+    ``RTOL`` where either is unknown or the dtype is not floating-point.
+
+    >>> tolerance("float64", 10**8) == RTOL
+    True
+    >>> round(tolerance("float32", 10**8), 6)
+    0.000596
+    """
+    if dtype is None or not length:
+        return RTOL
+    try:
+        kind = np.dtype(dtype)
+    except TypeError:
+        return RTOL
+    if kind.kind not in "fc":
+        return RTOL
+    return max(RTOL, float(np.finfo(kind).eps) / 2 * math.sqrt(length))
 
 
 def difference(got, expected, rtol: float = RTOL, where: str = "value") -> str | None:

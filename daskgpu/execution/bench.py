@@ -154,8 +154,11 @@ def _cluster_sizes(cluster_options: dict) -> list[dict]:
              "threads_per_worker": threads} for k in range(1, n + 1)]
 
 
-def _baseline(spec, session, resolved: Resolved, times: int, value) -> float | None:
+def _baseline(spec, session, resolved: Resolved, times: int, value,
+              rtol: float = answers.RTOL) -> float | None:
     """Median seconds of ``times`` baseline runs (here on CPU, on one worker on GPU).
+
+    Answers agree within the relative tolerance ``rtol`` (:func:`answers.tolerance`).
 
     Raises
     ------
@@ -168,11 +171,11 @@ def _baseline(spec, session, resolved: Resolved, times: int, value) -> float | N
     for _ in range(max(1, times)):
         with pipeline_code(spec.name, "baseline"):
             seconds, answer = _baseline_once(spec, session, resolved)
-        wrong = answers.difference(value, answer)
+        wrong = answers.difference(value, answer, rtol=rtol)
         if wrong:
             raise BaselineDisagrees(
-                f"{spec.name}: the baseline's answer differs from the run's ({wrong}); no ratio "
-                "is reported for different work"
+                f"{spec.name}: the baseline's answer differs from the run's ({wrong}; relative "
+                f"tolerance {rtol:.3g}); no ratio is reported for different work"
             )
         runs.append(float(seconds))
     return statistics.median(runs)
@@ -205,8 +208,10 @@ def _measure(spec, session, resolved: Resolved, repeat: int, warmup: int, baseli
     median = statistics.median(times)
     last = results[-1]
     progress(f"{spec.name}: baseline ({baseline_runs} run(s))")
-    # the same values, seed included; its answer must be the run's
-    base = _baseline(spec, session, resolved, baseline_runs, last.value)
+    # the same values, seed included; its answer must be the run's, within what the data's
+    # dtype and the length of the reductions allow
+    rtol = answers.tolerance(last.data.get("dtype"), last.elements)
+    base = _baseline(spec, session, resolved, baseline_runs, last.value, rtol)
     elements, nbytes = last.elements, last.nbytes
     return Measurement(
         devices=devices,

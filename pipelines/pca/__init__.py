@@ -2,8 +2,8 @@
 
 - ``pipeline.py``: parameters, settle, baseline, prepare, the reported value and registration.
 - ``output.py``: the components written to a file.
-- ``tasks.py``: what runs on the workers: the data, the blocks' QR (and cells' certificates) or
-  sketches.
+- ``tasks.py``: what runs on the workers: the data, the blocks' QR or float64 Gram matrices (and
+  cells' certificates) or sketches.
 - ``shared.py``: what the run and its check both use: the known spectrum and basis, the cells
   and the probes.
 - ``check.py``: the verification against the blockwise Gram matrix, and its mutations.
@@ -15,5 +15,6 @@ first.
 """
 
 # The one-line summary: `list` and `--help` read it without importing the pipeline.
-SUMMARY = ("Principal components of a tall-and-skinny array: tall-skinny QR (or a randomised "
-           "SVD) of row blocks, verified against the blockwise Gram matrix")
+SUMMARY = ("Principal components of a tall-and-skinny array: float64 Gram matrix (tall-skinny "
+           "QR where it is not accurate enough, or a randomised SVD) of row blocks, verified "
+           "against the blockwise Gram matrix")

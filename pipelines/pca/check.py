@@ -15,8 +15,13 @@ What the check establishes, with ``C`` the centred Gram (scatter) matrix of the 
 - for generated data, the explained variances match the population's ``sigma_i**2`` within
   sampling error (below).
 
+The exact and covariance methods also report their own Gram matrix (``R^T R``, or ``C'``): at the
+full depth it must be ``C`` within ``tau / 2`` (spectral norm). Under ``--method auto`` a result
+that kept the covariance method must pass :func:`pipelines.pca.shared.covariance_shortfall` on the
+verified variances (:func:`_check_choice`).
+
 That is the full depth. The fast depth checks the same, and the same mutations fail it, without
-the Gram matrix:
+the Gram matrix (``--method covariance`` as ``exact`` below, its ``C'`` in place of ``R^T R``):
 
 - ``--method exact`` (:mod:`pipelines.pca.check_cells`): the run certifies every cell of rows
   (``X_c^T (X_c Q)`` for ``PROBES`` seeded standard normal vectors ``Q``, the means, the squares);
@@ -112,10 +117,13 @@ def verify(workload: Workload, raw, depth: str = "full") -> Verification:
     failure = _check_form(ctx, result)
     if failure:
         return Verification(False, failure)
+    method = taken(ctx, result)
     if depth == "full":
         gram = recompute(ctx)
         checks = (_check_total, _check_eigenvectors, _check_eigenvalues, _check_spectrum)
-    elif ctx["method"] == "exact":
+        if method != "randomized":
+            checks += (_check_run_gram,)
+    elif method in ("exact", "covariance"):
         failure, gram = check_cells.certified(ctx, raw.get("cells"), probes(ctx))
         if failure:
             return Verification(False, failure)
@@ -124,6 +132,8 @@ def verify(workload: Workload, raw, depth: str = "full") -> Verification:
     else:
         gram = one_pass(ctx, result)
         checks = (_check_total, _check_eigenvectors, _check_deflated, _check_spectrum)
+    if ctx["method"] == "auto" and method == "covariance":
+        checks += (_check_choice,)
     for check in checks:
         failure = check(ctx, result, gram)
         if failure:
@@ -147,12 +157,13 @@ def _passed(ctx: dict, result: dict, gram: dict, depth: str) -> str:
                 f"({d} x {d}, summed blockwise over {n} rows apart, no QR), their variances its "
                 f"{k} largest eigenvalues, {tau}")
     blocks = len(ctx["row_chunks"])
-    if ctx["method"] == "exact":
+    if "cells" in gram:
+        name = "Gram matrix" if taken(ctx, result) == "covariance" else "R^T R"
         drawn, population = gram["sampled"]
-        return (f"the run's R factor agrees with the centred Gram matrix X^T X joined from its "
-                f"{population} cells' certificates on {PROBES} seeded normal vectors (an R^T R "
+        return (f"the run's {name} agrees with the centred Gram matrix X^T X joined from its "
+                f"{population} cells' certificates on {PROBES} seeded normal vectors (one "
                 f"off it by tau/2 passes with probability below {_missed():.1g}); {k} "
-                f"components orthonormal and eigenvectors of R^T R within tau/2, their "
+                f"components orthonormal and eigenvectors of the run's {name} within tau/2, their "
                 f"variances its {k} largest eigenvalues; {detection(drawn, population, 'cells')}"
                 f" (drawn again or re-read apart, no QR: their certificates hold), {tau}")
     largest = (f"no larger variance found outside the components along {PROBES} seeded "
@@ -178,6 +189,9 @@ def _slack(ctx: dict, gram: dict, largest: float) -> float:
 
 def _check_form(ctx: dict, result: dict) -> str | None:
     k, (n, d) = ctx["components"], ctx["shape"]
+    if taken(ctx, result) not in ALLOWED[ctx["method"]]:
+        return (f"the result says it took the {taken(ctx, result)} method; --method "
+                f"{ctx['method']} takes {' or '.join(ALLOWED[ctx['method']])}")
     v = np.asarray(result["components"], dtype=np.float64)
     variance = np.asarray(result["explained_variance"], dtype=np.float64)
     if v.shape != (k, d) or variance.shape != (k,) or int(result["samples"]) != n:
@@ -223,10 +237,13 @@ def _check_eigenvectors(ctx: dict, result: dict, gram: dict) -> str | None:
     if "scatter" in gram:
         residual = np.linalg.norm(v @ gram["scatter"] - lam[:, None] * v, axis=1)
         what, product = "the blockwise Gram matrix", "C v"
-    elif "cells" in gram:  # C within tau/2 of R^T R (_check_freivalds): the rest is for v
-        r = np.asarray(result["r"], dtype=np.float64)
-        residual = np.linalg.norm((r.T @ (r @ v.T)).T - lam[:, None] * v, axis=1)
-        what, product, bound = "R^T R (the Gram matrix within tau/2)", "R^T R v", bound / 2
+    elif "cells" in gram:  # C within tau/2 of the run's (_check_freivalds): the rest is for v
+        run, name, failure = run_gram(ctx, result)
+        if failure:
+            return failure
+        residual = np.linalg.norm(v @ run - lam[:, None] * v, axis=1)
+        what, product = f"the run's {name} (the data's Gram matrix within tau/2)", f"{name} v"
+        bound /= 2
     else:
         residual = np.linalg.norm(gram["cv"].T - lam[:, None] * v, axis=1)
         what, product = "the Gram matrix X^T X", "X^T (X v)"
@@ -279,49 +296,97 @@ def _missed() -> float:
                                        for i in range(PROBES // 2, PROBES // 2 + 40))
 
 
-def _r_factor(ctx: dict, result: dict) -> tuple[np.ndarray, str | None]:
-    r = np.asarray(result.get("r", np.empty((0, 0))), dtype=np.float64)
+def taken(ctx: dict, result: dict) -> str:
+    """The method the result says it took (``auto`` runs covariance, or exact after it)."""
+    default = "covariance" if ctx["method"] == "auto" else ctx["method"]
+    return str(result.get("method", default))
+
+
+ALLOWED = {"auto": ("covariance", "exact"), "covariance": ("covariance",), "exact": ("exact",),
+           "randomized": ("randomized",)}
+
+
+def run_gram(ctx: dict, result: dict) -> tuple[np.ndarray, str, str | None]:
+    """The run's own Gram matrix: ``R^T R`` of its R factor (exact), or its ``gram``.
+
+    Returns the matrix, its name in a failure, and a failure where it is missing or malformed.
+    """
     d = ctx["shape"][1]
-    if r.ndim != 2 or r.shape[1] != d or not np.isfinite(r).all():
-        return r, (f"the run's R factor: shape {r.shape}, finite {bool(np.isfinite(r).all())}; "
-                   f"R x {d} expected, to check the variances against the Gram matrix's")
-    return r, None
+    covariance = taken(ctx, result) == "covariance"
+    key, name = ("gram", "Gram matrix") if covariance else ("r", "R^T R")
+    m = np.asarray(result.get(key, np.empty((0, 0))), dtype=np.float64)
+    good = m.ndim == 2 and m.shape[1] == d and (not covariance or m.shape[0] == d)
+    if not good or not np.isfinite(m).all():
+        return m, name, (f"the run's {key}: shape {m.shape}, finite {bool(np.isfinite(m).all())}; "
+                         f"{'d x d' if covariance else 'R x d'} with d = {d} expected, to check "
+                         "the variances against the Gram matrix's")
+    return (m if covariance else m.T @ m), name, None
 
 
 def _check_freivalds(ctx: dict, result: dict, gram: dict) -> str | None:
-    """The run's R factor against ``C`` on the probes: ``|C Q - R^T R Q|_F`` (see below)."""
-    r, failure = _r_factor(ctx, result)
+    """The run's Gram matrix (``R^T R``, or its own) against ``C`` on the probes (see below)."""
+    run, name, failure = run_gram(ctx, result)
     if failure:
         return failure
     lam = _lambdas(ctx, result)
     half = _slack(ctx, gram, float(lam[0]) if lam.size else 0.0) / 2
     q = gram["probes"]
-    off = math.sqrt(float((((gram["cq"] - r.T @ (r @ q))) ** 2).sum()))
+    off = math.sqrt(float(((gram["cq"] - run @ q) ** 2).sum()))
     if not off <= PROBE_MARGIN * half:
-        return (f"the run's R factor is not that of the Gram matrix: |X^T X q - R^T R q| = "
+        return (f"the run's {name} is not the data's Gram matrix: |X^T X q - {name} q| = "
                 f"{off:.3g} over {PROBES} seeded vectors (bound {PROBE_MARGIN * half:.3g})")
     return None
 
 
 def _check_certificate(ctx: dict, result: dict, gram: dict) -> str | None:
-    """The variances against R^T R's largest eigenvalues, once :func:`_check_freivalds` passed.
+    """The variances against the run's Gram matrix's largest eigenvalues (after Freivalds).
 
-    With ``E = C - R^T R``: ``sum |E q|^2 >= |E|_2^2 chi^2_PROBES``, so the test of
-    :func:`_check_freivalds` lets an ``|E|_2 > tau / 2`` through with probability
-    :func:`_missed`, and then (Weyl) ``C``'s eigenvalues are ``R^T R``'s within tau / 2: the
-    variances must be R^T R's largest within the other half of tau.
+    With ``E = C - R^T R`` (or the run's own Gram matrix): ``sum |E q|^2 >= |E|_2^2
+    chi^2_PROBES``, so the test of :func:`_check_freivalds` lets an ``|E|_2 > tau / 2``
+    through with probability :func:`_missed`, and then (Weyl) ``C``'s eigenvalues are the
+    run's within tau / 2: the variances must be its largest within the other half of tau.
     """
-    r, failure = _r_factor(ctx, result)
+    run, name, failure = run_gram(ctx, result)
     if failure:
         return failure
     lam = _lambdas(ctx, result)
     half = _slack(ctx, gram, float(lam[0]) if lam.size else 0.0) / 2
-    top = np.linalg.eigvalsh(r.T @ r)[::-1][:lam.size]
+    top = np.linalg.eigvalsh(run)[::-1][:lam.size]
     for i, (got, expected) in enumerate(zip(lam, top, strict=True)):
         if not abs(got - expected) <= half:
-            return (f"component {i}: s^2 = {got:.12g}, eigenvalue {i} of R^T R (the Gram matrix "
-                    f"within tau/2) is {expected:.12g} (bound {half:.3g}): not the Gram "
+            return (f"component {i}: s^2 = {got:.12g}, eigenvalue {i} of {name} (the Gram "
+                    f"matrix within tau/2) is {expected:.12g} (bound {half:.3g}): not the Gram "
                     "matrix's largest eigenvalues")
+    return None
+
+
+def _check_run_gram(ctx: dict, result: dict, gram: dict) -> str | None:
+    """Full depth: the run's Gram matrix is the blockwise one within tau / 2 (spectral norm)."""
+    run, name, failure = run_gram(ctx, result)
+    if failure:
+        return failure
+    off = float(np.abs(np.linalg.eigvalsh(run - gram["scatter"])).max())
+    bound = tolerance(ctx, gram) / 2
+    if not off <= bound:
+        return (f"the run's {name} is not the data's Gram matrix: |{name} - X^T X|_2 = "
+                f"{off:.3g} (bound {bound:.3g})")
+    return None
+
+
+def _check_choice(ctx: dict, result: dict, gram: dict) -> str | None:
+    """``--method auto`` kept the covariance method only where it vouches for every variance.
+
+    The rule of :func:`pipelines.pca.shared.covariance_shortfall`, on the verified variances
+    and ``trace(C)``, with a factor 2 of room for the run's own rounding of its bound.
+    """
+    n, d = ctx["shape"]
+    short = shared.covariance_shortfall(_lambdas(ctx, result), n, d, gram["trace"],
+                                        ctx["dtype"], room=2.0)
+    if short is not None:
+        i, ours, theirs = short
+        return (f"the covariance method was kept where it cannot vouch for variance {i}: its "
+                f"relative error bound {ours:.3g} exceeds {shared.ACCURACY:.0e} and the exact "
+                f"method's {theirs:.3g}; auto takes the exact method there")
     return None
 
 
@@ -501,6 +566,13 @@ def _swapped(result: dict) -> None:
         result[key][[0, 1]] = result[key][[1, 0]]
 
 
+def _gram_altered(result: dict) -> None:
+    if "gram" in result:
+        result["gram"] *= 1.01
+    elif "r" in result:
+        result["r"] *= math.sqrt(1.01)
+
+
 def _total_altered(result: dict) -> None:
     result["total_variance"] *= 1.01
     result["explained_variance_ratio"] /= 1.01
@@ -517,4 +589,7 @@ MUTATIONS = (
              r"^explained variances not in descending order"),
     Mutation("the total variance altered by 1 %", lambda raw: _altered(raw, _total_altered),
              r"^total variance \S+, trace of the Gram matrix gives"),
+    # What the exact and covariance methods report beside the components (randomized: none).
+    Mutation("the run's Gram matrix (R^T R) off by 1 %", lambda raw: _altered(raw, _gram_altered),
+             r"the run's (Gram matrix|R\^T R) is not the data's Gram matrix"),
 )

@@ -1,4 +1,4 @@
-"""pca-pipeline: principal components of a tall-and-skinny array, by TSQR or a randomised SVD.
+"""pca-pipeline: principal components of a tall-and-skinny array: Gram matrix, TSQR or randomised.
 
 The array (``--samples`` x ``--features``) is cut in blocks of whole rows only. Generated data
 are drawn on the workers from the run's seed with a known spectrum (:mod:`pipelines.pca.shared`);
@@ -10,6 +10,12 @@ so the mean costs no extra pass.
   where they live (Householder QR with the block's library: LAPACK through NumPy, cuSOLVER
   through CuPy), the R's are stacked and factored again pairwise (a tree), and the SVD of the
   final ``features x features`` R gives the components and singular values. One pass.
+- ``--method covariance``: one pass of blockwise centred Gram matrices summed in float64
+  (cell by cell, joined by the same pairwise update), then ``eigh`` of the final ``features x
+  features`` matrix. It squares the condition number: :func:`pipelines.pca.shared.
+  covariance_shortfall` says whether it vouches for every reported variance.
+- ``--method auto`` (the default): covariance, then exact where covariance falls short
+  (:func:`auto_drive`); the report says which was taken.
 - ``--method randomized``: subspace iteration from a seeded basis of ``components + 10``
   columns: ``--power-iters`` passes of ``W <- orth(X_c^T X_c W)`` (each summed over the blocks),
   then a TSQR of ``X_c W`` and the SVD of its small R (a Rayleigh-Ritz step).
@@ -29,6 +35,7 @@ from daskgpu.data import array_input, synthetic
 from daskgpu.errors import ParameterError
 from daskgpu.toolkit import chunking
 from daskgpu.toolkit import output as output_files
+from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.numeric import seed_word
 from daskgpu.toolkit.params import (
     Param,
@@ -48,7 +55,7 @@ from pipelines.pca.check import MUTATIONS, verify
 
 CPU_DEFAULT_SAMPLES = 1_000_000
 DTYPES = ("float64", "float32")
-METHODS = ("exact", "randomized")
+METHODS = ("auto", "covariance", "exact", "randomized")
 OVERSAMPLE = 10
 # The basis V (features x features) is drawn and factored in the client, and every block's
 # summary is features x features: a tall-and-skinny array has at most this many columns.
@@ -64,9 +71,11 @@ PARAMS = (
     Param("features", positive_int, 256, "Columns of the array [default: 256].", "N"),
     Param("components", positive_int, 10, "Principal components to report [default: 10].",
           "K"),
-    Param("method", choice(METHODS), "exact", "Algorithm: exact (tall-skinny QR, then the SVD "
-          "of R) or randomized (subspace iteration) [default: exact].", "exact|randomized",
-          METHODS),
+    Param("method", choice(METHODS), "auto", "Algorithm: covariance (one pass of blockwise "
+          "Gram matrices in float64, then eigh), exact (tall-skinny QR, then the SVD of R), "
+          "randomized (subspace iteration), or auto: covariance, then exact where covariance "
+          "cannot vouch for a reported variance [default: auto].",
+          "auto|covariance|exact|randomized", METHODS),
     Param("power_iters", non_negative_int, 4, "Power iterations of --method randomized "
           "[default: 4].", "N"),
     Param("chunks", chunks, "auto", "Rows per block: auto (sized for the device) or N; a "
@@ -207,27 +216,39 @@ def check_seed(resolved: Resolved) -> int:
     return seed_word(words)
 
 
-def principal_components(x, about: dict, resolved: Resolved) -> tuple:
-    """The delayed result of :func:`pipelines.pca.tasks.finish` for the lazy array ``x``.
+def principal_components(x, about: dict, resolved: Resolved, method: str | None = None) -> tuple:
+    """The delayed result of the ``method`` (default: the resolved one; auto: covariance).
 
-    And for the exact method the delayed list of the blocks' cell certificates
-    (:func:`pipelines.pca.tasks.block_summary`) for the check's fast depth; else None.
+    :func:`pipelines.pca.tasks.finish` or :func:`~pipelines.pca.tasks.finish_covariance`,
+    and for the exact and covariance methods the delayed list of the blocks' cell
+    certificates for the check's fast depth; else None.
     """
+    method = method or resolved["method"]
+    if method == "auto":
+        method = "covariance"
     library = resolved.backend.array_library
     blocks = about["blocks"]
     k, features = resolved["components"], resolved["features"]
-    if resolved["method"] == "exact":
+    if method in ("exact", "covariance"):
         slices = None if resolved.backend.is_gpu else tasks.CPU_SLICE_ROWS
         q = shared.probes(resolved["seed"], resolved["samples"], features)
         states = about["states"] or [None] * len(blocks)
         parts, cells = [], []
         for block, noted, count in zip(blocks, states, x.chunks[0], strict=True):
-            summary, certificate = dask.delayed(tasks.block_summary, pure=True, nout=2)(
-                block, noted, shared.cells(count, resolved.backend.is_gpu), q, library,
-                slices)
+            cuts = shared.cells(count, resolved.backend.is_gpu)
+            if method == "exact":
+                summary, certificate = dask.delayed(tasks.block_summary, pure=True, nout=2)(
+                    block, noted, cuts, q, library, slices)
+            else:
+                summary, certificate = dask.delayed(tasks.gram_summary, pure=True, nout=2)(
+                    block, noted, cuts, q, library)
             parts.append(summary)
             cells.append(certificate)
-        result = dask.delayed(tasks.finish, pure=True)(tasks.tree(parts, tasks.combine_r), k)
+        if method == "exact":
+            result = dask.delayed(tasks.finish, pure=True)(tasks.tree(parts, tasks.combine_r), k)
+        else:
+            result = dask.delayed(tasks.finish_covariance, pure=True)(
+                tasks.tree(parts, tasks.combine_gram), k, np.dtype(x.dtype).name)
         return result, dask.delayed(list, pure=True)(cells)
     width = min(features, k + OVERSAMPLE)
     basis = tasks.starting_basis(check_seed(resolved), features, width)
@@ -261,34 +282,101 @@ def present(workload: Workload, raw: dict) -> dict:
     workload.description["explained_variance_ratio"] = np.asarray(
         result["explained_variance_ratio"])
     workload.context["components_found"] = np.asarray(result["components"])
+    taken = result.get("method", workload.context["method"])
+    workload.description["method"] = taken
+    if workload.context["method"] in ("auto", "covariance"):
+        workload.description["accuracy"] = accuracy_note(result, taken)
     return value_of(result)
+
+
+def accuracy_note(result: dict, taken: str) -> str:
+    """What the covariance method's accuracy check said, and what the run did about it."""
+    shortfall = result.get("shortfall")
+    if shortfall is None and taken == "covariance":
+        return (f"covariance: every reported variance within {shared.ACCURACY:.0e} (relative) "
+                "or as close as the exact method's bound; the squared condition number allows it")
+    i, ours, theirs = shortfall if shortfall is not None else result["fallback"]
+    said = (f"covariance cannot vouch for variance {i}: its relative error bound {ours:.2g} "
+            f"exceeds {shared.ACCURACY:.0e} and the exact method's {theirs:.2g} (the squared "
+            "condition number)")
+    if taken == "exact":
+        return said + "; the exact method (TSQR) was taken"
+    return said + "; give --method exact (or auto) for TSQR"
 
 
 # --------------------------------------------------------------------------- baseline
 
 
-def baseline(resolved: Resolved) -> tuple[float, dict]:
-    """Seconds of ``numpy.linalg.svd`` of the whole centred array in one process (CuPy on GPU).
+# Rows of a slice the baseline widens to float64 for its sums (8 MiB of float64 at 256
+# features on CPU; a GPU's slices are larger).
+BASELINE_SLICE_ELEMENTS = 2**20
+# The share of one device's memory that the array and ``svd``'s copy of it may fill.
+DEVICE_SHARE = 0.9
 
-    The array is made whole first, untimed; the timed part centres it and takes its thin SVD,
-    as a one-process PCA does. Its answer is in the form of the run's value.
+
+def fill_whole(resolved: Resolved, xp):
+    """The whole array in one preallocated array, filled block by block (each computed alone)."""
+    x, about = array(resolved)
+    whole = xp.empty(x.shape, dtype=x.dtype)
+    first = 0
+    with dask.config.set(scheduler="sync"):
+        for block in about["blocks"]:
+            part = xp.asarray(dask.compute(block)[0])
+            whole[first:first + part.shape[0]] = part
+            first += part.shape[0]
+            del part
+    return whole
+
+
+def svd_fits(resolved: Resolved, nbytes: int) -> bool:
+    """Whether ``svd`` may run beside the array: CuPy's copies its input (gesvd destroys it)."""
+    devices = resolved.backend.devices
+    if not resolved.backend.is_gpu or not devices:
+        return True
+    return 2 * nbytes <= DEVICE_SHARE * min(d.memory_total for d in devices)
+
+
+def one_process_pca(whole, xp, use_svd: bool) -> tuple:
+    """Centre ``whole`` in place; its singular values and float64 sum of squares.
+
+    The column means are summed in float64. ``use_svd``: the singular values of the centred
+    array by ``svd(compute_uv=False)``; else the square roots of the eigenvalues of its Gram
+    matrix summed in float64 slices (where ``svd``'s copy of the array would not fit).
+    """
+    samples, features = whole.shape
+    mean = whole.sum(axis=0, dtype=np.float64) / samples
+    xp.subtract(whole, mean.astype(whole.dtype), out=whole)
+    step = max(1, BASELINE_SLICE_ELEMENTS // features)
+    squares, gram = 0.0, None if use_svd else xp.zeros((features, features))
+    for first in range(0, samples, step):
+        part = whole[first:first + step].astype(np.float64)
+        squares += float((part * part).sum())
+        if gram is not None:
+            gram += part.T @ part
+    if use_svd:
+        return xp.linalg.svd(whole, compute_uv=False), squares
+    lam = xp.linalg.eigh(gram)[0][::-1]
+    return xp.sqrt(xp.maximum(lam, 0.0)), squares
+
+
+def baseline(resolved: Resolved) -> tuple[float, dict]:
+    """Seconds of a one-process PCA of the whole array: ``svd`` of it centred (CuPy on GPU).
+
+    The array is made first, untimed, in one preallocated array filled block by block; the
+    timed part centres it in place and takes its singular values (``compute_uv=False``), its
+    reductions (the means, the sum of squares) in float64 as the run's. On a GPU whose memory
+    would not hold CuPy's copy of the array beside it, the singular values come from the
+    float64 Gram matrix of the centred array instead (a one-process covariance PCA). Its answer
+    is in the form of the run's value.
     """
     import importlib
 
     xp = importlib.import_module(resolved.backend.array_library)
-    x, _ = array(resolved)
-    with dask.config.set(scheduler="sync"):
-        whole = xp.asarray(x.compute())
-
-    def svd():
-        centred = whole - whole.mean(axis=0)
-        return centred, xp.linalg.svd(centred, full_matrices=False)[1]
-
-    seconds, (centred, s) = timed(resolved.backend, svd)
+    whole = fill_whole(resolved, xp)
+    use_svd = svd_fits(resolved, whole.nbytes)
+    seconds, (s, squares) = timed(resolved.backend, lambda: one_process_pca(whole, xp, use_svd))
     s = np.asarray(s.get() if hasattr(s, "get") else s, dtype=np.float64)
     dof = resolved["samples"] - 1
-    flat = centred.ravel()
-    squares = float(xp.dot(flat, flat))
     k = resolved["components"]
     found = np.zeros(k)
     found[:min(k, s.size)] = s[:k]
@@ -301,24 +389,73 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
 # --------------------------------------------------------------------------- the pipeline
 
 
+def _computed(client, parts: dict) -> dict:
+    """``parts`` (delayed) computed on the run's cluster, their results on the host."""
+    futures = client.compute(list(parts.values()))
+    futures = [client.submit(to_host, f, pure=False) for f in futures]
+    try:
+        return dict(zip(parts, client.results(futures), strict=True))
+    finally:
+        for future in futures:
+            future.release()
+
+
+def _projection_parts(x, result, resolved: Resolved) -> tuple[dict, str]:
+    projected = pca_output.projection(x, result, resolved)
+    write, temporary = output_files.store_array(projected, resolved["project"])
+    wide = projected.astype(np.float64)
+    return {"written": write, "projected_sums": wide.sum(axis=0),
+            "projected_squares": (wide * wide).sum(axis=0)}, temporary
+
+
+def auto_drive(x, about: dict, resolved: Resolved):
+    """``--method auto`` as a run drives it: covariance, then exact where it falls short.
+
+    The covariance pass first; where its result cannot vouch for a reported variance
+    (``shortfall``, :func:`pipelines.pca.shared.covariance_shortfall`), the exact method's
+    pass, whose result notes the covariance method's ``fallback``; then the projection
+    (``--project``) on the components taken, into a fresh temporary.
+    """
+    def drive(workload: Workload, client) -> dict:
+        result, cells = principal_components(x, about, resolved, "covariance")
+        raw = _computed(client, {"result": result, "cells": cells})
+        shortfall = raw["result"]["shortfall"]
+        if shortfall is not None:
+            result, cells = principal_components(x, about, resolved, "exact")
+            raw = _computed(client, {"result": result, "cells": cells})
+            raw["result"]["fallback"] = shortfall
+            workload.description["passes"] += 1
+        if resolved["project"] is not None:
+            parts, temporary = _projection_parts(x, raw["result"], resolved)
+            for old, _final in workload.outputs:
+                output_files.discard(old)
+            workload.outputs[:] = [(temporary, resolved["project"])]
+            raw.update(_computed(client, parts))
+        return raw
+
+    return drive
+
+
 @pipeline("pca-pipeline", SUMMARY, PARAMS, verify, settle=settle, baseline=baseline,
           mutations=MUTATIONS)
 def prepare(resolved: Resolved) -> Workload:
-    """Build the lazy components: block summaries, their tree, the small SVD."""
+    """Build the lazy components: block summaries, their tree, the small SVD or eigh.
+
+    ``--method auto`` builds the covariance pass as the collection (its result says whether
+    the exact method is needed) and drives the run (:func:`auto_drive`), which takes the exact
+    method where the covariance method falls short.
+    """
     x, about = array(resolved)
     samples, features = x.shape
     dtype = np.dtype(x.dtype)
     result, cells = principal_components(x, about, resolved)
-    passes = 1 if resolved["method"] == "exact" else resolved["power_iters"] + 1
+    passes = 1 if resolved["method"] != "randomized" else resolved["power_iters"] + 1
     parts, outputs = {"result": result}, []
     if cells is not None:
         parts["cells"] = cells
     if resolved["project"] is not None:
-        projected = pca_output.projection(x, result, resolved)
-        write, temporary = output_files.store_array(projected, resolved["project"])
-        wide = projected.astype(np.float64)
-        parts.update(written=write, projected_sums=wide.sum(axis=0),
-                     projected_squares=(wide * wide).sum(axis=0))
+        projected, temporary = _projection_parts(x, result, resolved)
+        parts.update(projected)
         outputs.append((temporary, resolved["project"]))
         passes += 1
     described = {"source": about["source"]}
@@ -349,4 +486,5 @@ def prepare(resolved: Resolved) -> Workload:
         outputs=outputs,
         present=present,
         save=pca_output.save if resolved["output"] is not None else None,
+        drive=auto_drive(x, about, resolved) if resolved["method"] == "auto" else None,
     )

@@ -11,6 +11,8 @@ certifies every cell with. Nothing here factors or reduces the data.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from daskgpu.toolkit.numeric import seed_word
@@ -83,3 +85,63 @@ def probes(seed: int | None, samples: int, features: int) -> np.ndarray:
     entropy = (seed, PROBE_TAG) if seed is not None else (samples, features, PROBE_TAG)
     return np.random.default_rng(np.random.SeedSequence(entropy)).standard_normal(
         (features, PROBES))
+
+
+# --------------------------------------------------------------------------- the covariance
+# method's accuracy rule: the run decides with it whether the covariance method's answer is good
+# enough (else ``--method auto`` takes the exact method), and the check that the decision held.
+
+# The relative accuracy every reported variance must have for the covariance method to be kept
+# where the exact method would do better.
+ACCURACY = 1e-6
+ACCURACY_SAFETY = 10.0
+EPS64 = float(np.finfo(np.float64).eps)
+
+
+def covariance_error(samples: int, features: int, trace: float) -> float:
+    """Bound on ``|lambda_i' - lambda_i|`` of the covariance method, any ``i`` (absolute).
+
+    The centred Gram matrix ``C`` is summed in float64 (``sqrt(samples)`` roundings of size
+    ``eps64 trace(C)`` in practice) and ``eigh`` is backward stable (``features eps64 |C|``);
+    Weyl's inequality moves every eigenvalue by at most the error's norm. Relative to
+    ``lambda_i`` that is ``eps64 cond_i**2`` up to the factor: the squared condition number.
+    """
+    return ACCURACY_SAFETY * (features + math.sqrt(samples)) * EPS64 * trace
+
+
+def exact_error(samples: int, features: int, trace: float, dtype: str) -> float:
+    """Bound on ``|sigma_i' - sigma_i|`` of the exact method (TSQR in the data's dtype).
+
+    Householder QR is backward stable: ``(features u + sqrt(samples) eps64) |X_c|_F``.
+    """
+    u = float(np.finfo(np.dtype(dtype)).eps) / 2
+    return ACCURACY_SAFETY * (features * u + math.sqrt(samples) * EPS64) * math.sqrt(
+        max(trace, 0.0))
+
+
+def covariance_shortfall(lambdas, samples: int, features: int, trace: float, dtype: str,
+                         room: float = 1.0) -> tuple[int, float, float] | None:
+    """The first variance the covariance method cannot vouch for, or None when it can.
+
+    ``lambdas``: the reported eigenvalues of ``C`` (``(samples - 1)`` times the explained
+    variances). Variance ``i`` is vouched for when the covariance method's relative error
+    bound, ``covariance_error / lambda_i``, is at most :data:`ACCURACY`, or at most what the
+    exact method's bound would give (``(2 sigma_i e + e**2) / lambda_i``, ``e`` its
+    :func:`exact_error`): then TSQR would not do better; ``room`` multiplies both limits.
+    Returns ``(i, its bound, exact's)``.
+
+    >>> covariance_shortfall([4.0, 1.0], 1000, 2, 5.0, "float64") is None
+    True
+    >>> covariance_shortfall([1.0, 1e-12], 1000, 2, 1.0, "float64")[0]
+    1
+    """
+    cov = covariance_error(samples, features, trace)
+    e = exact_error(samples, features, trace, dtype)
+    for i, lam in enumerate(np.asarray(lambdas, dtype=np.float64)):
+        lam = max(float(lam), 0.0)
+        sigma = math.sqrt(lam)
+        ours = cov / lam if lam > 0 else math.inf
+        theirs = (2 * sigma * e + e * e) / lam if lam > 0 else math.inf
+        if not ours <= room * max(ACCURACY, theirs):
+            return i, ours, theirs
+    return None

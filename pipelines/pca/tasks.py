@@ -25,6 +25,7 @@ import numpy as np
 
 from daskgpu.toolkit import pcg64
 from daskgpu.toolkit.backends import to_host
+from pipelines.pca import shared
 
 # On a CPU, Householder QR of a tall block is bound by memory (its panels do not stay in cache);
 # a block is factored in slices of this many rows, each stacked under the R so far.
@@ -210,7 +211,85 @@ def finish(total, components: int, basis=None) -> dict:
     out = {"components": picked, "singular_values": found, "explained_variance": variance,
            "explained_variance_ratio": variance / total_variance if total_variance else
            np.zeros(components), "total_variance": total_variance, "mean": mean,
-           "samples": int(rows)}
+           "samples": int(rows), "method": "exact" if basis is None else "randomized"}
     if basis is None:
         out["r"] = r  # the check's certificate: R^T R is the centred Gram matrix
     return out
+
+
+# --------------------------------------------------------------------------- the covariance
+# method: every cell's centred Gram matrix in float64, joined into the block's, then eigh.
+
+
+def gram_summary(block, states, cuts, probes, library="numpy") -> tuple:
+    """The covariance method's task for one block: ``(rows, mean, S, squares)`` and certificates.
+
+    Each cell (``cuts``) is centred on its own column means into one float64 buffer and its
+    scatter ``S_c = X_c^T X_c`` taken there (float64 products and sums, whatever the data's
+    dtype); the cells' scatters are joined about the block's mean (pairwise update). Each cell
+    is certified as :func:`cell_certificates` does, from the same ``S_c``: ``g = S_c Q``.
+    ``states``: as :func:`block_summary`.
+    """
+    xp = importlib.import_module(library)
+    q = np.asarray(probes, dtype=np.float64)
+    counts = np.array([stop - first for first, stop in cuts], dtype=np.int64)
+    features, width = block.shape[1], q.shape[1]
+    means = np.empty((len(cuts), features))
+    squares = np.empty(len(cuts))
+    g = np.empty((len(cuts), features, width))
+    scratch = xp.empty((int(counts.max(initial=0)), features), dtype=np.float64)
+    total = None
+    for j, (first, stop) in enumerate(cuts):
+        mean = block[first:stop].sum(axis=0, dtype=np.float64) / counts[j]
+        centred = xp.subtract(block[first:stop], mean, out=scratch[:counts[j]])
+        scatter = np.asarray(to_host(centred.T @ centred), dtype=np.float64)
+        means[j] = to_host(mean)
+        squares[j] = float(np.trace(scatter))
+        g[j] = scatter @ q
+        total = _joined_scatter(total, (int(counts[j]), means[j], scatter, squares[j]))
+    certificate = {"counts": counts, "means": means, "squares": squares, "g": g,
+                   "states": (np.zeros((len(cuts), pcg64.WORDS), dtype=np.uint64)
+                              if states is None else states)}
+    return total, certificate
+
+
+def _joined_scatter(a, b):
+    if a is None:
+        return b
+    n, mean, d, c, squares = _joined(a, b)
+    return n, mean, a[2] + b[2] + c * np.outer(d, d), squares
+
+
+def combine_gram(a, b):
+    """Two covariance summaries as one: ``S_a + S_b + c d d^T`` about the union's mean."""
+    return _joined_scatter(a, b)
+
+
+def finish_covariance(total, components: int, dtype: str) -> dict:
+    """The principal components from the combined centred Gram matrix ``C``: ``eigh``.
+
+    As :func:`finish`, with ``gram`` (``C``, the check's certificate: it is tested against the
+    data on the probes) instead of ``r``, ``method`` and ``shortfall``: None when the
+    covariance method vouches for every reported variance
+    (:func:`pipelines.pca.shared.covariance_shortfall`), else ``(i, bound, exact's bound)``.
+    """
+    rows, mean, gram, squares = total
+    gram = (gram + gram.T) / 2  # the pairwise updates keep it symmetric up to rounding
+    lam, vectors = np.linalg.eigh(gram)
+    order = np.argsort(lam)[::-1][:components]
+    found = np.zeros(components)
+    found[:order.size] = np.maximum(lam[order], 0.0)
+    picked = vectors[:, order].T.copy()
+    biggest = np.argmax(np.abs(picked), axis=1)
+    picked *= np.where(picked[np.arange(len(picked)), biggest] < 0, -1.0, 1.0)[:, None]
+    dof = max(rows - 1, 1)
+    variance = found / dof
+    total_variance = squares / dof
+    features = gram.shape[0]
+    shortfall = shared.covariance_shortfall(found, int(rows), features, float(squares), dtype)
+    return {"components": picked, "singular_values": np.sqrt(found),
+            "explained_variance": variance,
+            "explained_variance_ratio": variance / total_variance if total_variance else
+            np.zeros(components), "total_variance": total_variance, "mean": mean,
+            "samples": int(rows), "gram": gram, "method": "covariance",
+            "shortfall": shortfall}

@@ -242,6 +242,44 @@ def test_bench_exits_1_when_the_baseline_disagrees(tmp_path):
     assert os.listdir(tmp_path) == []  # no --json document of different work
 
 
+def test_the_tolerance_follows_the_dtype_and_the_reductions_length():
+    """u sqrt(length), floored at RTOL: float64 keeps 1e-6; float32 widens with the length;
+    a float32 sum of 10^7 terms is within it, where it is not within 1e-6."""
+    import numpy as np
+
+    tolerance = benchmarks.answers.tolerance
+    assert tolerance("float64", 10**10) == tolerance() == tolerance("int64", 10**8) == 1e-6
+    assert tolerance("float32", 10**8) == pytest.approx(2.0**-24 * 10**4)
+    values = np.random.default_rng(0).random(10**7).astype(np.float32)
+    rough = float(np.cumsum(values, dtype=np.float32)[-1])  # float32 accumulation, in order
+    exact = float(values.sum(dtype=np.float64))
+    assert benchmarks.answers.difference(rough, exact) is not None
+    assert benchmarks.answers.difference(rough, exact,
+                                         rtol=tolerance("float32", values.size)) is None
+
+
+def test_a_float32_bench_agrees_and_a_wrong_baseline_still_disagrees(monkeypatch):
+    """bench pca-pipeline --dtype float32: the baseline's answer agrees with the run's within
+    the float32 tolerance; one 0.5 % off is refused."""
+    params = {"samples": 40_000, "features": 32, "components": 3, "dtype": "float32",
+              "seed": 4}
+    options = {"cpu": True, "workers": 2, "threads_per_worker": 1, "dashboard": False}
+    result = benchmarks.bench("pca-pipeline", params, options, repeat=1, warmup=0)
+    (m,) = result.measurements
+    assert m.verified and m.baseline_s > 0 and m.ratio > 0
+    from pipelines.pca import pipeline as pca_pipeline
+
+    honest = pca_pipeline.one_process_pca
+
+    def wrong(*args):  # the sum of squares 0.5 % off
+        s, squares = honest(*args)
+        return s, squares * 1.005
+
+    monkeypatch.setattr(pca_pipeline, "one_process_pca", wrong)
+    with pytest.raises(benchmarks.BaselineDisagrees, match="explained_variance_ratio"):
+        benchmarks.bench("pca-pipeline", params, options, repeat=1, warmup=0)
+
+
 def test_bench_is_listed_and_run_is_unchanged():
     proc = run_cli("bench", "--help")
     assert proc.returncode == 0 and "mean-pipeline" in proc.stdout

@@ -73,7 +73,7 @@ def test_the_known_basis_is_orthonormal_and_seeded():
     assert pca_data.spectrum(4).tolist() == pytest.approx([1.0, 0.9, 0.81, 0.729])
 
 
-@pytest.mark.parametrize("method", ["exact", "randomized"])
+@pytest.mark.parametrize("method", ["auto", "covariance", "exact", "randomized"])
 def test_generated_data_verify_and_match_numpy(cpu_client, method):
     params = {"samples": 3000, "features": 24, "components": 4, "chunks": 700, "seed": 3,
               "method": method}
@@ -298,7 +298,8 @@ def test_the_certificate_test_lets_a_wrong_r_through_rarely():
 
 # ------------------------------------------------------------------ faults in the computation
 
-FAULTY = {"samples": 6000, "features": 24, "components": 4, "chunks": 600, "seed": 5}  # 10 blocks
+FAULTY = {"samples": 6000, "features": 24, "components": 4, "chunks": 600, "seed": 5,
+          "method": "exact"}  # 10 blocks
 
 
 def _every(nth: int, fault, original):
@@ -335,12 +336,22 @@ def _squares_off(original, *args, **kwargs):
     return rows, mean, r, squares * 1.001
 
 
-def _top_skipped(original, total, components, basis=None):
-    found = original(total, components + 1, basis)
+def _top_skipped(original, total, components, *args):
+    found = original(total, components + 1, *args)
     for key in ("components", "singular_values", "explained_variance",
                 "explained_variance_ratio"):
         found[key] = found[key][1:]
     return found
+
+
+def _scatter_off(original, *args, **kwargs):
+    (rows, mean, scatter, squares), certificate = original(*args, **kwargs)
+    return (rows, mean, scatter * 1.001, squares), certificate
+
+
+def _uncentred_combine(original, a, b):
+    rows, _, scatter, squares = original(a, b)
+    return rows, (a[0] * a[1] + b[0] * b[1]) / rows, a[2] + b[2], a[3] + b[3]
 
 
 def _projected_off(original, *args, **kwargs):
@@ -363,16 +374,31 @@ FAULTS = {
         pca_blocks, "projected_r_summary", _every(1, _projected_off,
                                                   pca_blocks.projected_r_summary),
         {**FAULTY, "method": "randomized"}),
+    "covariance: every other block's Gram matrix off by 0.1 %": (
+        pca_blocks, "gram_summary", _every(2, _scatter_off, pca_blocks.gram_summary),
+        {**FAULTY, "method": "covariance"}),
+    "covariance: two columns swapped in every fifth block": (
+        pca_blocks, "gram_summary", _every(5, _columns_swapped, pca_blocks.gram_summary),
+        {**FAULTY, "method": "covariance"}),
+    "covariance: every combine's mean term dropped": (
+        pca_blocks, "combine_gram", _every(1, _uncentred_combine, pca_blocks.combine_gram),
+        {**FAULTY, "method": "covariance"}),
+    "covariance: every third block drawn with sigma 0.1 % off": (
+        pca_blocks, "generate_block", _every(3, _sigma_off, pca_blocks.generate_block),
+        {**FAULTY, "method": "covariance"}),
+    "covariance: the top component skipped": (
+        pca_blocks, "finish_covariance", _every(1, _top_skipped, pca_blocks.finish_covariance),
+        {**FAULTY, "method": "covariance"}),
     "randomized: the top component skipped": (
         pca_blocks, "finish", _every(1, _top_skipped, pca_blocks.finish),
         {**FAULTY, "method": "randomized"}),
 }
 
 
-@pytest.mark.parametrize("method", ["exact", "randomized"])
+@pytest.mark.parametrize("method", ["exact", "covariance", "randomized"])
 def test_the_unfaulted_run_verifies_at_both_depths(in_process_client, method):
-    spec, workload, raw = compute_as_runner(in_process_client, "pca-pipeline", **FAULTY,
-                                            method=method)
+    spec, workload, raw = compute_as_runner(in_process_client, "pca-pipeline",
+                                            **{**FAULTY, "method": method})
     for depth in ("fast", "full"):
         check = verify_on(in_process_client, spec, workload, raw, depth)
         assert check.ok, (depth, check.detail)
@@ -391,15 +417,17 @@ def test_a_fault_in_the_computation_fails_both_depths(in_process_client, monkeyp
         assert not check.ok, f"{fault} verifies at {depth}: {check.detail}"
 
 
-@pytest.mark.parametrize("method", ["exact", "randomized"])
+@pytest.mark.parametrize("method", ["exact", "covariance", "randomized"])
 def test_a_skipped_top_component_fails_both_depths_on_an_input(in_process_client, monkeypatch,
                                                                tmp_path, method):
     """No known spectrum to fall back on: the R certificate (exact) or the deflated quotient
     (randomized) finds the variance left out."""
     rng = np.random.default_rng(3)
     np.save(tmp_path / "x.npy", rng.standard_normal((4000, 16)) @ np.diag(np.linspace(3, 0.1, 16)))
+    finish = "finish_covariance" if method == "covariance" else "finish"
     with monkeypatch.context() as patched:
-        patched.setattr(pca_blocks, "finish", _every(1, _top_skipped, pca_blocks.finish))
+        patched.setattr(pca_blocks, finish,
+                        _every(1, _top_skipped, getattr(pca_blocks, finish)))
         spec, workload, raw = compute_as_runner(in_process_client, "pca-pipeline",
                                                 input=str(tmp_path / "x.npy"), chunks=500,
                                                 components=4, method=method)
@@ -427,7 +455,8 @@ def test_on_gpu_workers_both_depths_verify_and_catch_a_rotation(method):
 
 # ------------------------------------------------------------------ the fast depth's cells
 
-CELLS = {"samples": 40_000, "features": 16, "components": 4, "chunks": 10_000, "seed": 8}
+CELLS = {"samples": 40_000, "features": 16, "components": 4, "chunks": 10_000, "seed": 8,
+         "method": "exact"}
 
 
 def _sampled(workload) -> list[int]:
@@ -631,3 +660,198 @@ def test_on_gpu_workers_the_fast_depth_recomputes_whole_blocks():
         altered = _hidden(raw, 0, 3, "squares", 1e-8)
         check = verify_on(session, spec, workload, altered, "fast")
         assert not check.ok and "disagree with the run's certificates" in check.detail
+
+
+# ------------------------------------------------------------------ the covariance method
+
+
+def test_cells_gram_matrices_join_into_the_centred_gram_in_float64():
+    """A block's cells centred on their own means, their scatters joined: the block's
+    centred Gram matrix, summed in float64 from float32 rows; the certificates are S_c Q."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((2600, 7)) * np.linspace(2, 0.1, 7) + 1000.0).astype(np.float32)
+    cuts = pca_data.cells(len(x))
+    q = pca_data.probes(1, 2600, 7)
+    (rows, mean, scatter, squares), certificate = pca_blocks.gram_summary(x, None, cuts, q)
+    wide = x.astype(np.float64)
+    centred = wide - wide.mean(axis=0)
+    assert rows == 2600 and len(certificate["counts"]) == 3
+    np.testing.assert_allclose(mean, wide.mean(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(scatter, centred.T @ centred, rtol=1e-11,
+                               atol=1e-12 * np.trace(centred.T @ centred))
+    assert squares == pytest.approx(np.trace(centred.T @ centred), rel=1e-12)
+    first = wide[:1024] - wide[:1024].mean(axis=0)
+    np.testing.assert_allclose(certificate["g"][0], first.T @ first @ q, rtol=1e-10)
+    halves = [pca_blocks.gram_summary(x[a:b], None, pca_data.cells(b - a), q)[0]
+              for a, b in ((0, 1100), (1100, 2600))]
+    joined = pca_blocks.combine_gram(*halves)
+    np.testing.assert_allclose(joined[2], scatter, rtol=1e-11, atol=1e-12 * squares)
+    np.testing.assert_allclose(joined[1], mean, rtol=1e-14)
+
+
+def test_covariance_result_is_numpys_pca_and_vouched_for():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3000, 9)) * np.linspace(3, 0.3, 9) + 5.0
+    total = pca_blocks.gram_summary(x, None, pca_data.cells(3000),
+                                    pca_data.probes(0, 3000, 9))[0]
+    found = pca_blocks.finish_covariance(total, 4, "float64")
+    variance, components = _pca(x, 4)
+    np.testing.assert_allclose(found["explained_variance"], variance, rtol=1e-10)
+    _same_directions(found["components"], components, 1e-9)
+    assert found["method"] == "covariance" and found["shortfall"] is None
+    assert found["gram"].shape == (9, 9)
+
+
+def test_the_accuracy_rule_is_the_squared_condition_number():
+    """The covariance bound relative to variance i grows as trace / lambda_i (cond^2); the
+    exact method's as its square root (cond): past ACCURACY, TSQR's is the smaller."""
+    n, d = 10**6, 256
+    rel = []
+    for cond in (10.0, 100.0):
+        lam = np.array([1.0, cond**-2])
+        rel.append(pca_data.covariance_error(n, d, lam.sum()) / lam[1])
+    assert rel[1] / rel[0] == pytest.approx(100.0, rel=0.02)
+    assert pca_data.covariance_shortfall([1.0, 1e-4], n, d, 1.0, "float64") is None
+    i, ours, theirs = pca_data.covariance_shortfall([1.0, 1e-8], n, d, 1.0, "float64")
+    assert i == 1 and ours > pca_data.ACCURACY and theirs < ours
+    # float32 data: TSQR in float32 is no better, so covariance (float64 sums) is kept longer
+    assert pca_data.covariance_shortfall([1.0, 1e-8], n, d, 1.0, "float32") is None
+
+
+@pytest.fixture
+def ill_conditioned(tmp_path):
+    """Columns whose scales span 5 decades: the smallest variances are 1e-10 of the largest."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4000, 8)) * np.logspace(0, -5, 8) + 3.0
+    np.save(tmp_path / "ill.npy", x)
+    return str(tmp_path / "ill.npy"), x
+
+
+def test_auto_takes_the_exact_method_where_covariance_cannot_vouch(cpu_client, ill_conditioned,
+                                                                   tmp_path):
+    path, x = ill_conditioned
+    params = {"input": path, "components": 8, "chunks": 1000}
+    auto = daskgpu.run("pca-pipeline", client=cpu_client, **params,
+                       project=str(tmp_path / "t.npy"))
+    assert auto.verified, auto.verification
+    assert auto.data["method"] == "exact" and auto.data["passes"] == 3
+    assert "cannot vouch for variance" in auto.data["accuracy"]
+    assert "the exact method (TSQR) was taken" in auto.data["accuracy"]
+    variance, components = _pca(x, 8)
+    np.testing.assert_allclose(auto.data["explained_variance"], variance, rtol=1e-9)
+    written = np.load(tmp_path / "t.npy")  # projected on the exact method's components
+    np.testing.assert_allclose(written, (x - x.mean(axis=0)) @ components.T * np.sign(
+        np.sum(written * ((x - x.mean(axis=0)) @ components.T), axis=0)), atol=1e-9)
+    only = daskgpu.run("pca-pipeline", client=cpu_client, **params, method="covariance")
+    assert only.verified and only.data["method"] == "covariance"
+    assert "give --method exact (or auto)" in only.data["accuracy"]
+    well = daskgpu.run("pca-pipeline", client=cpu_client, samples=3000, features=8,
+                       components=3, seed=2)
+    assert well.data["method"] == "covariance" and well.data["passes"] == 1
+    assert "every reported variance within 1e-06" in well.data["accuracy"]
+
+
+def test_auto_keeping_covariance_where_it_cannot_vouch_fails_the_check(cpu_client,
+                                                                       ill_conditioned):
+    """A covariance result reported under auto, on data it cannot vouch for: both depths
+    find that the exact method should have been taken."""
+    path, _ = ill_conditioned
+    spec, workload, raw = compute_as_runner(cpu_client, "pca-pipeline", input=path,
+                                            components=8, chunks=1000, method="covariance")
+    assert raw["result"]["shortfall"] is not None
+    assert verify_on(cpu_client, spec, workload, raw, "fast").ok
+    workload.context["method"] = "auto"
+    for depth in ("fast", "full"):
+        check = verify_on(cpu_client, spec, workload, raw, depth)
+        assert not check.ok and "kept where it cannot vouch" in check.detail, check.detail
+    raw["result"]["method"] = "randomized"
+    check = verify_on(cpu_client, spec, workload, raw, "fast")
+    assert not check.ok and "took the randomized method" in check.detail
+
+
+@pytest.mark.parametrize("method", ["covariance", "exact", "randomized"])
+def test_every_method_verifies_and_catches_its_mutations(cpu_client, method):
+    """daskgpu.testing.check_pipeline for each method: each mutation fails both depths."""
+    from daskgpu.testing import check_pipeline
+
+    skip = ("the run's Gram matrix (R^T R) off by 1 %",) if method == "randomized" else ()
+    report = check_pipeline("pca-pipeline", session=cpu_client, skip_mutations=skip,
+                            samples=3000, features=16, components=4, chunks=700, seed=9,
+                            method=method)
+    assert report.depths == ("fast", "full")
+    caught = {(c.mutation, c.depth) for c in report.caught}
+    assert len(caught) == 2 * (len(pca_check.MUTATIONS) - len(skip)), str(report)
+
+
+# ------------------------------------------------------------------ the baseline
+
+
+def test_the_baseline_fills_one_array_and_takes_only_singular_values(cupy_stand_in,
+                                                                     monkeypatch):
+    """On the device (the strict stand-in): one preallocated array filled block by block,
+    centred in place, svd(compute_uv=False) of that very array (or, where CuPy's copy of it
+    would not fit, the float64 Gram matrix's eigenvalues); never a concatenation."""
+    import types
+
+    from pipelines.pca import pipeline as pca_pipeline
+
+    xp = cupy_stand_in
+    made, calls = [], []
+    empty, svd = xp.empty, xp.linalg.svd
+
+    def recorded_empty(shape, *args, **kwargs):
+        made.append(empty(shape, *args, **kwargs))
+        return made[-1]
+
+    def recorded_svd(a, *args, **kwargs):
+        calls.append((a, kwargs))
+        return svd(a, *args, **kwargs)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the baseline concatenated the blocks")
+
+    monkeypatch.setattr(xp, "empty", recorded_empty)
+    monkeypatch.setattr(xp, "concatenate", refused)
+    monkeypatch.setattr(xp.linalg, "svd", recorded_svd)
+    monkeypatch.setattr(pca_pipeline, "BASELINE_SLICE_ELEMENTS", 16 * 300)
+    spec = daskgpu.get_pipeline("pca-pipeline")
+    answers, wholes = {}, {}
+    for memory in (10**12, 10**5):  # room for svd's copy; none (40000 x 16 x 8 = 5.1 MB)
+        device = types.SimpleNamespace(memory_total=memory)
+        gpu = Backend("gpu", "cupy", "pandas", (device,), 1, 1)
+        resolved = spec.resolve(gpu, samples=40_000, features=16, components=4, chunks=9000,
+                                seed=3)
+        made.clear()
+        seconds, answers[memory] = spec.baseline(resolved)
+        whole = [a for a in made if a.shape == (40_000, 16)]
+        assert len(whole) == 1 and seconds > 0
+        assert float(abs(whole[0].mean(axis=0)).max()) < 1e-12  # centred in place
+        wholes[memory] = whole[0]
+    ((a, kwargs),) = calls  # only where the copy fits
+    assert kwargs == {"compute_uv": False} and a is wholes[10**12]
+    x = np.concatenate([pca_check.block_of({"shape": (40_000, 16),
+                                            "row_chunks": (9000,) * 4 + (4000,),
+                                            "library": "cupy", "input": None, "seed": 3,
+                                            "dtype": "float64"}, i).get() for i in range(5)])
+    variance, _ = _pca(x, 4)
+    for answer in answers.values():
+        np.testing.assert_allclose(answer["explained_variance"][:4], variance, rtol=1e-10)
+
+
+def test_a_float32_baseline_agrees_within_the_dtypes_tolerance(cpu_client):
+    """The baseline's reductions in float64 and the tolerance from the dtype and length:
+    agreement; the same answer 1 % off still disagrees."""
+    from daskgpu.execution import answers
+
+    params = {"samples": 60_000, "features": 32, "components": 4, "dtype": "float32",
+              "seed": 2, "chunks": 15_000}
+    for method in ("auto", "exact"):
+        result = daskgpu.run("pca-pipeline", client=cpu_client, **params, method=method)
+        assert result.verified, result.verification
+        spec = daskgpu.get_pipeline("pca-pipeline")
+        _, answer = spec.baseline(spec.resolve(cpu_client.backend, **params))
+        rtol = answers.tolerance("float32", result.elements)
+        assert rtol < 1e-3
+        assert answers.difference(result.value, answer, rtol=rtol) is None
+        wrong = {**answer, "total_variance": answer["total_variance"] * 1.01}
+        assert "total_variance" in answers.difference(result.value, wrong, rtol=rtol)
