@@ -689,6 +689,22 @@ def test_cells_gram_matrices_join_into_the_centred_gram_in_float64():
     np.testing.assert_allclose(joined[1], mean, rtol=1e-14)
 
 
+def test_device_branch_of_the_covariance_task_sums_a_whole_block(cupy_stand_in):
+    """The CuPy path (the strict stand-in): a block is one cell, widened to float64 on the
+    device; its sums and certificate are the NumPy branch's."""
+    xp = cupy_stand_in
+    x = (np.random.default_rng(8).standard_normal((300, 5)) + 4.0).astype(np.float32)
+    q = pca_data.probes(3, 300, 5)
+    made = pca_blocks.gram_summary(xp.asarray(x), None, [(0, 300)], q, "cupy")
+    here = pca_blocks.gram_summary(x, None, [(0, 300)], q)
+    (rows, mean, scatter, squares), certificate = made
+    assert rows == 300 and isinstance(scatter, np.ndarray) and isinstance(mean, np.ndarray)
+    np.testing.assert_allclose(scatter, here[0][2], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(mean, here[0][1], rtol=1e-13)
+    assert squares == pytest.approx(here[0][3], rel=1e-13)
+    np.testing.assert_allclose(certificate["g"], here[1]["g"], rtol=1e-12, atol=1e-12)
+
+
 def test_covariance_result_is_numpys_pca_and_vouched_for():
     rng = np.random.default_rng(6)
     x = rng.standard_normal((3000, 9)) * np.linspace(3, 0.3, 9) + 5.0
