@@ -3,10 +3,13 @@ the strict CuPy stand-in, whose own ``cupy.random.default_rng`` has CuPy's state
 cut to 32 bits, element ``i`` of a draw from state ``i mod S``. Drawing with CuPy's generator, as
 the library once did, fails these tests."""
 
+import sys
+
 import numpy as np
 import pytest
 
 from daskgpu.data import synthetic
+from daskgpu.toolkit import numeric
 from daskgpu.toolkit.numeric import CounterGenerator, generator, philox4x64, seed_word
 from pipelines.mean.check import redrawn_uniform_sum
 
@@ -144,3 +147,58 @@ def test_the_host_keeps_numpys_generator(cupy_stand_in):
     np.testing.assert_array_equal(drawn, np.random.default_rng(_sequence(4)).random(10))
     generator("cupy", _sequence(4))
     assert cupy_stand_in.seeds == [seed_word(_sequence(4))]  # the device's generator, recorded
+
+
+class _Kernel:
+    """An ``ElementwiseKernel`` stand-in: Philox4x64's words from the array operations, or
+    (``wrong``) every word off by one."""
+
+    def __init__(self, wrong, *definition):
+        self.wrong, self.definition = wrong, definition
+
+    def __call__(self, first, key0, key1, out):
+        words = numeric._array_words(sys.modules["cupy"], (int(key0), int(key1)), int(first),
+                                     out.size)
+        out[...] = words + np.uint64(1) if self.wrong else words
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_a_fused_kernel_is_used_only_where_its_words_are_philoxs(cupy_stand_in, monkeypatch,
+                                                                  wrong):
+    """On CuPy the words come from one fused kernel, checked once against the array
+    operations: a kernel that gets them wrong is set aside with a warning."""
+    made = []
+
+    def elementwise_kernel(*definition):
+        made.append(_Kernel(wrong, *definition))
+        return made[-1]
+
+    monkeypatch.setattr(cupy_stand_in, "ElementwiseKernel", elementwise_kernel, raising=False)
+    sequence = _sequence(12)
+    key = sequence.generate_state(2, np.uint64)
+    reference = np.random.Philox(key=key, counter=np.full(4, 2**64 - 1, dtype=np.uint64))
+    want = (reference.random_raw(1000) >> np.uint64(11)) * 2.0**-53
+    if wrong:
+        with pytest.warns(RuntimeWarning, match="fused random-number kernel is not used"):
+            drawn = generator("cupy", sequence).random(1000)
+    else:
+        drawn = generator("cupy", sequence).random(1000)
+    np.testing.assert_array_equal(drawn.get(), want)
+    assert len(made) == 1 and "__umul64hi" in made[0].definition[2]
+    assert numeric._fused_words(cupy_stand_in) is (None if wrong else made[0])
+
+
+@pytest.mark.gpu
+def test_the_fused_kernel_gives_numpys_philox_words_on_the_gpu():
+    import cupy
+
+    sequence = _sequence(13)
+    key = sequence.generate_state(2, np.uint64)
+    assert numeric._fused_words(cupy) is not None
+    reference = np.random.Philox(key=key, counter=np.full(4, 2**64 - 1, dtype=np.uint64))
+    words = numeric.counter_words(cupy, tuple(int(k) for k in key), 0, 4 * 2**20 + 5)
+    np.testing.assert_array_equal(words.get(), reference.random_raw(4 * 2**20 + 5))
+    rng = generator("cupy", sequence)
+    rng.advance(4 * 2**20 + 5)
+    np.testing.assert_array_equal(rng.random(7).get(),
+                                  (reference.random_raw(7) >> np.uint64(11)) * 2.0**-53)

@@ -111,13 +111,76 @@ def philox4x64(counter, key: tuple[int, int]):
 
 
 def counter_words(xp, key: tuple[int, int], first: int, count: int):
-    """Words ``first`` to ``first + count`` of the stream of ``key`` (module docstring)."""
+    """Words ``first`` to ``first + count`` of the stream of ``key`` (module docstring).
+
+    With CuPy, one fused kernel of the same function (:func:`_fused_words`) where it gives
+    the array operations' words; else the array operations of :func:`philox4x64`.
+    """
+    kernel = _fused_words(xp)
+    if kernel is not None:
+        out = xp.empty(count, dtype=np.uint64)
+        kernel(np.uint64(first), np.uint64(key[0]), np.uint64(key[1]), out)
+        return out
+    return _array_words(xp, key, first, count)
+
+
+def _array_words(xp, key: tuple[int, int], first: int, count: int):
     lead = first % _WORDS_PER_COUNTER
     counters = xp.arange(first // _WORDS_PER_COUNTER,
                          (first + count + _WORDS_PER_COUNTER - 1) // _WORDS_PER_COUNTER,
                          dtype=np.uint64)
     words = xp.stack(philox4x64(counters, key), axis=1).reshape(-1)
     return words[lead:lead + count]
+
+
+_FUSED_SOURCE = """
+unsigned long long j = first + i;
+unsigned long long x0 = j >> 2, x1 = 0, x2 = 0, x3 = 0, k0 = key0, k1 = key1;
+for (int step = 0; step < 10; ++step) {
+    if (step) { k0 += 0x9E3779B97F4A7C15ULL; k1 += 0xBB67AE8584CAA73BULL; }
+    unsigned long long high0 = __umul64hi(0xD2E7470EE14C6C93ULL, x0);
+    unsigned long long low0 = 0xD2E7470EE14C6C93ULL * x0;
+    unsigned long long high1 = __umul64hi(0xCA5A826395121157ULL, x2);
+    unsigned long long low1 = 0xCA5A826395121157ULL * x2;
+    x0 = high1 ^ x1 ^ k0; x1 = low1; x2 = high0 ^ x3 ^ k1; x3 = low0;
+}
+int lane = (int)(j & 3);
+w = lane == 0 ? x0 : lane == 1 ? x1 : lane == 2 ? x2 : x3;
+"""
+#: Library module -> its fused kernel, or None where it has none or its words were wrong.
+_FUSED: dict = {}
+
+
+def _fused_words(xp):
+    """CuPy's ``ElementwiseKernel`` of Philox4x64-10's words, or None.
+
+    Made once a process, and used only if its words for a probe (a key, words from 2**40 - 3)
+    are those of the array operations; else a warning, and the array operations.
+    """
+    name = getattr(xp, "__name__", "")
+    if xp not in _FUSED:
+        _FUSED[xp] = None
+        if hasattr(xp, "ElementwiseKernel"):
+            import warnings
+
+            key, first, count = (0x243F6A8885A308D3, 0x13198A2E03707344), 2**40 - 3, 4099
+            try:
+                kernel = xp.ElementwiseKernel("uint64 first, uint64 key0, uint64 key1",
+                                              "uint64 w", _FUSED_SOURCE, "daskgpu_philox4x64")
+                out = xp.empty(count, dtype=np.uint64)
+                kernel(np.uint64(first), np.uint64(key[0]), np.uint64(key[1]), out)
+                agrees = bool((out == _array_words(xp, key, first, count)).all())
+            except Exception as error:  # noqa: BLE001 - any failure means: not this kernel
+                agrees, why = False, f"{type(error).__name__}: {error}"
+            else:
+                why = "its words differ from the array operations'"
+            if agrees:
+                _FUSED[xp] = kernel
+            else:
+                warnings.warn(f"{name}: the fused random-number kernel is not used ({why}); "
+                              "the same numbers come from array operations, more slowly",
+                              RuntimeWarning, stacklevel=3)
+    return _FUSED[xp]
 
 
 class CounterGenerator:
