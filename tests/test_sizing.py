@@ -1,0 +1,45 @@
+"""Default sizes and refusals from the selected GPUs' memory (daskgpu.toolkit.sizing)."""
+
+from __future__ import annotations
+
+import dask
+import pytest
+
+from daskgpu.clusters.devices import Device
+from daskgpu.errors import ParameterError
+from daskgpu.toolkit import backends, sizing
+
+GB = 10**9
+
+
+def _gpus(*memories: int) -> backends.Backend:
+    devices = tuple(Device(i, f"GPU-{i}", "gpu", m, m, f"0000:0{i}:00.0")
+                    for i, m in enumerate(memories))
+    return backends.Backend("gpu", "cupy", "cudf", devices, len(devices), 1)
+
+
+def test_defaults_are_a_share_of_the_smallest_gpu_times_the_gpus():
+    row = 784 * 4  # a train row of float32 features
+    with dask.config.set({"daskgpu.gpu.default-memory-fraction": 0.25}):
+        assert sizing.default_rows(_gpus(80 * GB), row, 1000) == int(0.25 * 80 * GB // row)
+        # Evenly split data: the 40 GB GPU bounds both.
+        assert sizing.default_rows(_gpus(80 * GB, 40 * GB), row, 1000) == \
+            int(0.25 * 80 * GB // row)
+        assert sizing.default_rows(_gpus(80 * GB), row, 1000, gpu_most=5) == 5
+    assert sizing.default_rows(backends.get("cpu"), row, 1000) == 1000
+
+
+def test_rows_beyond_what_the_gpus_hold_are_refused_naming_what_fits():
+    row = 784 * 4
+    gpus = _gpus(80 * GB)
+    most = sizing.held_rows_limit(gpus, row)
+    assert most == int(0.6 * 80 * GB // row)
+    sizing.refuse_held_beyond_memory(gpus, "--samples", most, row, "float32 features")
+    with pytest.raises(ParameterError) as refused:
+        sizing.refuse_held_beyond_memory(gpus, "--samples", 20_000_000, row, "float32 features")
+    line = str(refused.value)
+    assert line.startswith("--samples 20000000: 62.7 GB of float32 features per GPU")
+    assert f"give --samples {most} or fewer, or more GPUs" in line and "\n" not in line
+    # Two GPUs hold twice the rows; CPU workers are not bounded here.
+    sizing.refuse_held_beyond_memory(_gpus(80 * GB, 80 * GB), "--samples", 20_000_000, row, "x")
+    sizing.refuse_held_beyond_memory(backends.get("cpu"), "--samples", 10**12, row, "x")
