@@ -599,7 +599,7 @@ def _host(x, centroids, n: int, with_sums: bool):
 
 
 def _launch(plan: Plan, x, centroids, n: int, outputs: tuple) -> None:
-    if not n or plan.features == 0:
+    if not n:
         return
     kernel, blocks_per_sm = _kernel(plan)
     c = _on_device(x, np.ascontiguousarray(centroids, dtype=x.dtype).reshape(-1))
@@ -655,8 +655,9 @@ def kmeans_pass(x, centroids):
     sums = launch.like(x, (k, d), np.float64)
     counts = launch.like(x, (k,), np.int64)
     inertia = launch.like(x, (1,), np.float64)
-    _launch(pass_plan(x.dtype, d, k), x, centroids, n, (sums, counts, inertia))
-    if n and d == 0:
+    if d:
+        _launch(pass_plan(x.dtype, d, k), x, centroids, n, (sums, counts, inertia))
+    elif n:  # no features: every point at distance 0 from every centroid, the first nearest
         counts[0:1] = n
     return sums, counts, inertia
 
@@ -696,13 +697,11 @@ def kmeans_counts_cost(x, candidates):
     if launch.on_host(x):
         _, counts, cost = _host(x, candidates, n, False)
         return counts, cost
-    plan = counts_cost_plan(x.dtype, d)
+    plan = counts_cost_plan(x.dtype, d) if d else None
     if plan is None:  # not one candidate row fits in shared memory: the pass kernel's way
         _, counts, cost = kmeans_pass(x, candidates)
         return counts, cost
     counts = launch.like(x, (k,), np.int64)
     cost = launch.like(x, (1,), np.float64)
     _launch(plan, x, candidates, n, (counts, cost))
-    if n and d == 0:
-        counts[0:1] = n
     return counts, cost

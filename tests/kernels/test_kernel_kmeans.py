@@ -55,7 +55,8 @@ def assert_counts_cost_equal(got, want, rtol=1e-12):
     assert cost[0] == pytest.approx(want[2], rel=max(rtol, 1e-12), abs=1e-9)
 
 
-CASES = [(0, 3, 2), (1, 1, 1), (997, 5, 7), (60_001, 32, 16), (300, 2, 64), (400, 4, 300)]
+CASES = [(0, 3, 2), (10, 0, 3), (1, 1, 1), (997, 5, 7), (60_001, 32, 16), (300, 2, 64),
+         (400, 4, 300)]
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -170,7 +171,7 @@ def test_every_plan_fits_its_shared_memory_in_whole_warps(dtype):
         assert plan.shared_bytes <= kmeans.SHARED_BYTES and plan.threads % 32 == 0
         assert 1 <= plan.capacity <= kmeans.CANDIDATE_TILE_ROWS
         assert plan.staged == (32 * (d | 1) * item <= (kmeans.SHARED_BYTES - 64) // 2)
-    assert kmeans.counts_cost_plan(dtype, 10_000) is None  # not one row: the pass kernel's way
+    assert kmeans.counts_cost_plan(dtype, 20_000) is None  # not one row: the pass kernel's way
 
 
 @pytest.mark.parametrize("d", [1, 2, 3, 16, 31, 32, 33, 64])
@@ -228,6 +229,7 @@ check(x.astype(np.float32), c)
 check(x[:7], c)                       # k > points in the block, empty clusters
 check(x[:40], c[:1])                  # k = 1
 check(np.zeros((0, 3)), c)            # no points
+check(np.zeros((5, 0)), c[:, :0])     # no features: all nearest the first
 check(x[:, :1].copy(), c[:, :1])      # one feature
 # ties: every point equally far from centroids 1 and 3; 0, 2 and 4 empty
 tie = np.array([[0.0, 1.0], [0.0, -2.0], [0.0, 0.0]] * 20)
