@@ -1,7 +1,7 @@
 """Independent verification of histogram-pipeline, and the mutations it must catch.
 
 What the ``full`` check establishes: every reported bin count, the NaN count, the total in
-range, the range and bin edges, and any saved --output table equal ``numpy.histogram`` of every
+range, the range and bin edges, and any saved --output histogram equal ``numpy.histogram`` of every
 block's host copy (run on the workers, summed over all blocks); the kernel's own histograms of
 seeded sampled blocks equal numpy's bin by bin; and random data's counts fit their distribution
 (Pearson's chi-square, with a Chernoff bound on a false alarm).
@@ -13,7 +13,7 @@ blocks each count all their values; a seeded sample of cells, as many as
 :func:`daskgpu.toolkit.spot_checks.sample_size` asks for a fault in a tenth of them to show with
 probability 99.9 %, binned by ``numpy.histogram`` from values drawn again in this process (or
 re-read from the input) equals the kernel's own counts of each, bin by bin; the default range's
-min and max are the values where the first pass found them; the edges, any --output table and
+min and max are the values where the first pass found them; the edges, any --output file and
 random data's chi-square as in ``full``. Random cells are drawn again from their block's seed:
 uniform values by NumPy's PCG64 advanced to the cell's first value (a 64-bit word a float64
 value, half a word a float32 one); normal values, whose sampler takes a varying number of
@@ -164,33 +164,50 @@ def _sampled_problems(ctx: dict, kernel_counts, numpy_counts) -> list[str]:
     return problems
 
 
-def _saved_table(path: str, output: str) -> dict:
-    """The table at ``path``, in the format of ``output``'s suffix."""
+def _saved_histogram(path: str, output: str) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """The counts and edges saved at ``path`` in ``output``'s format, and what is amiss in it.
+
+    ``.npz``: its ``counts`` and ``edges`` arrays, nothing else, read without pickle. ``.csv``:
+    the count column, and the edges from the left column and the last right one, each right
+    edge the next bin's left.
+    """
     if output.lower().endswith(".csv"):
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
-        return {name: np.array([float(r[name]) for r in rows]) for name in ("left", "right",
-                                                                             "count")}
-    table = np.load(path, allow_pickle=False)
-    return {name: np.asarray(table[name], dtype=np.float64) for name in ("left", "right",
-                                                                         "count")}
+        left, right, counts = (np.array([float(r[name]) for r in rows]) for name in
+                               ("left", "right", "count"))
+        edges = np.append(left, right[-1:])
+        if not np.array_equal(right[:-1], left[1:]):
+            return counts, edges, "a bin's right edge is not the next bin's left"
+        return counts, edges, None
+    with np.load(path, allow_pickle=False) as saved:
+        names = sorted(saved.files)
+        if names != ["counts", "edges"]:
+            return np.zeros(0), np.zeros(0), f"holds {names}, counts and edges expected"
+        counts, edges = saved["counts"], saved["edges"]
+    if counts.dtype != np.int64 or counts.ndim != 1 or edges.ndim != 1:
+        return counts, edges, (f"counts {counts.dtype} {counts.shape} and edges {edges.dtype} "
+                               f"{edges.shape}: 1-D int64 counts and 1-D edges expected")
+    return counts, edges, None
 
 
 def _output_problems(ctx: dict, reference: dict, written: str | None) -> list[str]:
-    """What the saved table (``written``: where this run wrote ``--output``) gets wrong."""
+    """What the saved histogram (``written``: where this run wrote ``--output``) gets wrong."""
     path = ctx["output"]
     if path is None or written is None or not os.path.exists(written):
         return []
-    table = _saved_table(written, path)
+    counts, edges, wrong = _saved_histogram(written, path)
     bins = ctx["bins"]
-    if len(table["count"]) != bins:
-        return [f"--output {path}: {len(table['count'])} rows for {bins} bins"]
-    wrong = _first_wrong_bin(table["count"], reference["counts"][:bins], "saved",
-                             "numpy.histogram")
-    edges = ctx["edges"]
-    if not (np.array_equal(table["left"], edges[:-1]) and np.array_equal(table["right"],
-                                                                          edges[1:])):
-        wrong = (wrong + "; " if wrong else "") + "edges differ from numpy.histogram's"
+    if wrong is None and (len(counts) != bins or len(edges) != bins + 1):
+        wrong = f"{len(counts)} counts and {len(edges)} edges for {bins} bins"
+    if wrong is None:
+        wrong = _first_wrong_bin(counts, reference["counts"][:bins], "saved",
+                                 "numpy.histogram")
+        if not np.array_equal(edges, ctx["edges"]):
+            wrong = (wrong + "; " if wrong else "") + "edges differ from numpy.histogram's"
+        elif path.lower().endswith(".npz") and edges.dtype != np.dtype(ctx["dtype"]):
+            wrong = (wrong + "; " if wrong else "") + (
+                f"edges of type {edges.dtype}, numpy.histogram's are {np.dtype(ctx['dtype'])}")
     return [f"--output {path}: {wrong}"] if wrong else []
 
 

@@ -52,6 +52,8 @@ MAX_BINS = 10_000_000
 INPUT_DTYPES = ("float32", "float64")
 # Options that only shape generated data: an --input refuses them (unless left at the default).
 GENERATED_ONLY = ("values", "dtype", "seed", "distribution")
+#: What ``--output`` writes: NumPy's pair of arrays, or a table of one row per bin.
+OUTPUT_SUFFIXES = (".npz", ".csv")
 
 
 def default_values(backend, itemsize: int) -> int:
@@ -69,6 +71,18 @@ def _bins(value) -> int:
     return bins
 
 
+def _output(value) -> str | None:
+    """A ``.npz`` or ``.csv`` file to write; a ``.npy`` is refused with what to name instead."""
+    text = str(value).strip()
+    if text.lower().endswith(".npy"):
+        raise ValueError("a histogram is two arrays, counts and edges: name a .npz file "
+                         "(np.load gives both) or a .csv table")
+    return _npz_or_csv(value)
+
+
+_npz_or_csv = output_path(OUTPUT_SUFFIXES)
+_output.writes_output = True
+
 PARAMS = (
     Param("values", positive_int, None, "Number of random values [default: 10^8 on CPU; a "
           "quarter of the GPUs' memory].", "N"),
@@ -85,8 +99,8 @@ PARAMS = (
           "found in a first pass].", "LO HI", nargs=2),
     Param("input", optional_path, None, "Histogram of this .npy file or Zarr array instead of "
           "random data.", "PATH"),
-    Param("output", output_path((".npy", ".csv")), None, "Write bin edges and counts to this "
-          ".npy or .csv file.", "PATH"),
+    Param("output", _output, None, "Write the counts and edges to this .npz file "
+          "(np.load gives counts and edges) or .csv table (left, right, count).", "PATH"),
 )
 
 
@@ -210,7 +224,17 @@ def _present(workload: Workload, raw: dict) -> dict:
 
 
 def _save(workload: Workload, value: dict, path: str) -> None:
+    """``.npz``: ``counts`` and ``edges`` as ``numpy.histogram`` returns them; ``.csv``: a table.
+
+    The edges take the data's float type, as ``numpy.histogram``'s do (float32 for float32
+    data); the counts are int64.
+    """
     edges = value["edges"]
-    output_files.save_table(
-        path, {"left": edges[:-1], "right": edges[1:], "count": value["counts"]},
-        like=workload.context["output"])
+    if workload.context["output"].lower().endswith(".csv"):
+        output_files.save_table(
+            path, {"left": edges[:-1], "right": edges[1:], "count": value["counts"]},
+            like=workload.context["output"])
+        return
+    with output_files.atomic(path) as temporary, open(temporary, "wb") as f:
+        np.savez(f, counts=np.asarray(value["counts"], dtype=np.int64),
+                 edges=edges.astype(workload.context["dtype"]))

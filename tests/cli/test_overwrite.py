@@ -80,7 +80,7 @@ def test_a_dangling_link_counts_as_existing(tmp_path):
 
 
 def test_run_refuses_before_computing(tmp_path):
-    target = tmp_path / "hist.npy"
+    target = tmp_path / "hist.npz"
     _make_existing(target)
     before = _snapshot(target)
 
@@ -210,14 +210,13 @@ def test_cli_overwrite_replaces_a_zarr_output(tmp_path):
 
 
 def test_cli_bench_with_output_replaces_it_per_repeat(tmp_path, cluster_log):
-    target = tmp_path / "hist.npy"
+    target = tmp_path / "hist.npz"
     args = ["bench", "histogram-pipeline", "--values", "2000", "--bins", "4", "--range", "0", "1",
             "--cpu", "--workers", "1", "--repeat", "2", "--warmup", "1", "--no-dashboard",
             "--output", str(target)]
     proc = run_cli(*args, env=_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr  # its own repeats replace what it wrote
-    table = np.load(target)
-    assert int(table["count"].sum()) == 2000
+    assert int(np.load(target)["counts"].sum()) == 2000
     before = _snapshot(target)
     again = run_faulty_cli(*args, env=_env(), timeout=60, watch_clusters=str(cluster_log))
     _assert_refused(again, target, cluster_log)

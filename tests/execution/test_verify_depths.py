@@ -24,7 +24,7 @@ from daskgpu.toolkit import registry
 # Small runs of every pipeline that writes an --output, and an output name of each.
 WITH_OUTPUT = {
     "histogram-pipeline": ({"values": 40_000, "chunks": 5_000, "bins": 16, "seed": 4},
-                           "hist.npy"),
+                           "hist.npz"),
     "stencil-pipeline": ({"size": 60, "chunks": 20, "steps": 12}, "grid.npy"),
     "trips-pipeline": ({"rows": 20_000, "partitions": 4, "seed": 5}, "trips.csv"),
     "kmeans-pipeline": ({"samples": 8_000, "features": 4, "clusters": 5, "chunks": 2_000,
@@ -106,7 +106,7 @@ def test_verify_off_writes_unchecked_and_says_so(cpu_client, tmp_path):
     assert result.verified is None and result.verify == "off"
     assert "not verified" in result.verification
     saved = np.load(target)
-    assert saved["count"].sum() == 40_000  # written, as asked, though no check ran
+    assert saved["counts"].sum() == 40_000  # written, as asked, though no check ran
     assert result.as_dict()["verified"] is None
 
 
@@ -129,7 +129,7 @@ def test_a_check_reads_back_what_this_run_wrote_not_the_old_file(cpu_client, tmp
     result = daskgpu.run("histogram-pipeline", client=cpu_client, output=str(target),
                          overwrite=True, **params)
     assert result.verified, result.verification
-    assert np.load(target)["count"].sum() == 40_000
+    assert np.load(target)["counts"].sum() == 40_000
 
 
 def test_the_python_api_refuses_an_unknown_depth(cpu_client):

@@ -12,7 +12,7 @@ import tracemalloc
 import dask
 import numpy as np
 import pytest
-from conftest import compute_as_runner, run_cli, verify_on
+from conftest import assert_one_error_line, compute_as_runner, run_cli, verify_on
 
 import daskgpu
 from daskgpu.data import array_input, synthetic
@@ -139,19 +139,44 @@ def test_a_wrong_default_range_is_caught(cpu_client, depth, distribution):
     assert not check.ok and "range: " in check.detail and "finite min and max" in check.detail
 
 
+def _tamper_csv(target, count: int) -> None:
+    lines = target.read_text().splitlines()
+    left, right, was = lines[2].split(",")
+    lines[2] = ",".join([left, right, str(int(was) + count)])
+    target.write_text("\n".join(lines) + "\n")
+
+
+def _tamper_npz(target, **changes) -> None:
+    with np.load(target) as saved:
+        arrays = {name: saved[name] for name in saved.files}
+    for name, change in changes.items():
+        arrays[name] = change(arrays.get(name))
+    with open(target, "wb") as f:
+        np.savez(f, **arrays)
+
+
 @pytest.mark.parametrize("depth", DEPTHS)
 def test_a_tampered_output_file_is_caught(cpu_client, tmp_path, depth):
-    target = tmp_path / "h.csv"
     spec, workload, raw = _computed(cpu_client, values=20_000, chunks="4000", bins=6, seed=3,
-                                    output=str(target))
-    workload.save(workload, workload.present(workload, raw), str(target))
-    assert _verify(cpu_client, spec, workload, raw, depth).ok
-    lines = target.read_text().splitlines()
-    left, right, count = lines[2].split(",")
-    lines[2] = ",".join([left, right, str(int(count) + 1)])
-    target.write_text("\n".join(lines) + "\n")
-    check = _verify(cpu_client, spec, workload, raw, depth)
-    assert not check.ok and f"--output {target}: bin 1: " in check.detail, check.detail
+                                    dtype="float32", output=str(tmp_path / "h.csv"))
+    for suffix, tamper, said in (
+            (".csv", lambda t: _tamper_csv(t, 1), "bin 1: "),
+            (".npz", lambda t: _tamper_npz(t, counts=lambda c: c + (np.arange(6) == 1)),
+             "bin 1: "),
+            (".npz", lambda t: _tamper_npz(t, edges=lambda e: e.astype(np.float64)),
+             "edges of type float64, numpy.histogram's are float32"),
+            (".npz", lambda t: _tamper_npz(t, edges=lambda e: e[::-1]),
+             "edges differ from numpy.histogram's"),
+            (".npz", lambda t: _tamper_npz(t, nan=lambda _: np.zeros(1)), "holds ['counts', "
+             "'edges', 'nan'], counts and edges expected")):
+        target = tmp_path / f"h{suffix}"
+        workload.context["output"] = str(target)
+        target.unlink(missing_ok=True)
+        workload.save(workload, workload.present(workload, raw), str(target))
+        assert _verify(cpu_client, spec, workload, raw, depth).ok
+        tamper(target)
+        check = _verify(cpu_client, spec, workload, raw, depth)
+        assert not check.ok and f"--output {target}: {said}" in check.detail, check.detail
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -304,7 +329,8 @@ def test_python_api_names_the_refused_options_as_arguments(cpu_client, tmp_path)
      ({"range": (1, 1)}, ParameterError, "below"), ({"range": (2, 1)}, ParameterError, "below"),
      ({"range": "0 inf"}, ParameterError, "finite"), ({"distribution": "poisson"},
                                                       ParameterError, "uniform"),
-     ({"output": "h.parquet"}, ParameterError, ".npy or .csv"),
+     ({"output": "h.parquet"}, ParameterError, ".npz or .csv"),
+     ({"output": "h.npy"}, ParameterError, r"two arrays, counts and edges: name a \.npz"),
      ({"input": "/nonexistent.npy"}, InputFileError, "no such file")],
 )
 def test_bad_parameters(params, error, message):
@@ -319,9 +345,10 @@ def test_input_of_strings_is_refused(tmp_path):
         daskgpu.get_pipeline("histogram-pipeline").resolve(input=str(path))
 
 
-@pytest.mark.parametrize("suffix", [".csv", ".npy"])
-def test_cli_writes_edges_and_counts(tmp_path, suffix):
-    values = np.random.default_rng(3).random(10_000)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("suffix", [".csv", ".npz"])
+def test_cli_writes_edges_and_counts(tmp_path, suffix, dtype):
+    values = np.random.default_rng(3).random(10_000).astype(dtype)
     source = tmp_path / "in.npy"
     np.save(source, values)
     target = tmp_path / f"hist{suffix}"
@@ -336,11 +363,16 @@ def test_cli_writes_edges_and_counts(tmp_path, suffix):
         with open(target) as f:
             rows = list(csv.DictReader(f))
         assert [int(r["count"]) for r in rows] == expected.tolist()
-        assert [float(r["left"]) for r in rows] == pytest.approx(edges[:-1].tolist())
+        assert [float(r["left"]) for r in rows] == edges[:-1].tolist()
+        assert [float(r["right"]) for r in rows] == edges[1:].tolist()
     else:
-        table = np.load(target)  # a structured array of numbers: no pickle needed
-        np.testing.assert_array_equal(table["count"], expected)
-        np.testing.assert_allclose(table["right"], edges[1:])
+        with np.load(target) as saved:  # plain arrays: no pickle needed
+            assert sorted(saved.files) == ["counts", "edges"]
+            counts, saved_edges = saved["counts"], saved["edges"]
+        # exactly what numpy.histogram returns, types too
+        assert counts.dtype == expected.dtype and saved_edges.dtype == edges.dtype
+        np.testing.assert_array_equal(counts, expected)
+        np.testing.assert_array_equal(saved_edges, edges)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["in.npy", target.name])
 
 
@@ -587,3 +619,14 @@ def test_an_input_binned_with_a_shifted_range_fails_both_depths(faulty_run, monk
     for check in checks.values():
         assert not check.ok and "by the kernel" in check.detail or "counted" in check.detail
     assert "by the kernel, numpy.histogram" in checks["fast"].detail, checks["fast"].detail
+
+
+@pytest.mark.parametrize(("name", "fragment"), [
+    ("hist.npy", "a histogram is two arrays, counts and edges: name a .npz file"),
+    ("hist.parquet", "name a .npz or .csv file"),
+])
+def test_cli_refuses_an_output_suffix_in_one_line(tmp_path, name, fragment):
+    proc = run_cli("run", "histogram-pipeline", "--values", "1000", "--cpu", "--workers", "1",
+                   "--output", str(tmp_path / name), timeout=300)
+    assert_one_error_line(proc, None, "--output", fragment)
+    assert list(tmp_path.iterdir()) == []  # nothing written
