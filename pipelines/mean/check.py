@@ -367,8 +367,8 @@ def redrawn_uniform_sum(seed: int, block_number: int, shape, dtype: str, library
     """The float64 sum of one block of the random array, drawn whole on this worker.
 
     Follows the documented per-block scheme (``SeedSequence(seed, spawn_key=(block_number,))``
-    in row-major block order, its generator :func:`daskgpu.toolkit.numeric.generator`: CuPy's
-    seeded with its first 64-bit word), the seed derived apart from
+    in row-major block order, its generator :func:`daskgpu.toolkit.numeric.generator`: on the
+    device a counter-based one, keyed by its first two 64-bit words), the seed derived apart from
     :mod:`daskgpu.data.synthetic` so that a wrong seed there shows here.
     """
     rng = generator(library, np.random.SeedSequence(seed, spawn_key=(block_number,)))

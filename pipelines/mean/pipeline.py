@@ -92,8 +92,9 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
 def baseline(resolved: Resolved) -> tuple[float, float]:
     """Seconds and answer of the same mean in one process, on the same data.
 
-    Random data: every block drawn whole from its own seed with ``default_rng`` (NumPy, one
-    thread; CuPy on a GPU worker) and summed, as the pipeline draws it inside the timed
+    Random data: every block drawn whole from its own seed with the library's generator
+    (NumPy's ``default_rng``, one thread; on a GPU worker the device's, see
+    :mod:`daskgpu.toolkit.numeric`) and summed, as the pipeline draws it inside the timed
     compute. An ``input``: the file read block by block with NumPy.
     """
     backend = resolved.backend

@@ -8,9 +8,8 @@ certificate the fast check spot-checks; geometry in :mod:`pipelines.mean.shared`
   cell by cell and its sum taken from its cells' sums in the order NumPy's own ``sum`` adds
   them, so the block's sum is, bit for bit, what summing the pieces gives, without a second
   pass over them (:func:`piece_sums`);
-- random data on GPU workers: :func:`daskgpu.data.synthetic.uniform_block_sums` (CuPy's
-  generator cannot start a cell without drawing its block, so the check redraws whole blocks
-  there and the run reports no cells);
+- random data on GPU workers: :func:`daskgpu.data.synthetic.uniform_block_sums`, in pieces
+  (the run reports no cells there, and the check redraws whole blocks);
 - an input: the block's sum, and its slabs' sums from its rows' sums.
 
 The small host sums come together in one task, :func:`cell_mean`, which divides their total by
