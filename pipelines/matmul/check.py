@@ -220,8 +220,8 @@ def block_of(ctx: dict, which: int, location: tuple[int, int]) -> np.ndarray:
     """Block ``location`` of A (``which`` 0) or B (1) in float64, drawn again or re-read.
 
     Drawn: ``SeedSequence(operand_seed, spawn_key=(block_number,))``, blocks numbered row-major;
-    NumPy's ``default_rng``, or CuPy's seeded with the sequence's first 64-bit word
-    (:func:`daskgpu.toolkit.numeric.generator`).
+    NumPy's ``default_rng``, or the device's counter-based generator keyed by the sequence's
+    first two 64-bit words (:func:`daskgpu.toolkit.numeric.generator`).
     """
     chunks = ctx["a_chunks"] if which == 0 else ctx["b_chunks"]
     (r0, c0) = (int(starts(chunks[0])[location[0]]), int(starts(chunks[1])[location[1]]))

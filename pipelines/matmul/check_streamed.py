@@ -9,8 +9,8 @@ only the small products travel to the host.
 
 Drawing a block in slabs gives the block's own values: NumPy's generator fills a block row-major
 from one stream, and consecutive draws continue that stream, so ``rng.random(out=slab)`` for the
-slabs in order yields the rows of ``rng.random(block_shape)`` (a test holds it to that). CuPy's
-generator is only used for whole blocks, as the run draws them.
+slabs in order yields the rows of ``rng.random(block_shape)`` (a test holds it to that). On the
+device whole blocks are drawn, as the run draws them.
 """
 
 from __future__ import annotations
