@@ -26,6 +26,10 @@ def test_gpu_check_script_runs_every_step_on_cpu(tmp_path):
             assert f"{step} {name} rc=0" in summary, summary
     results = json.loads((tmp_path / "results.json").read_text())
     assert "run fft-pipeline irfft2 rc=0" in summary, summary
+    assert "kmeans pass rc=0" in summary and "GB/s" in summary, summary
+    passes = results["pass-kmeans.json"]
+    assert passes["pass"]["agrees"] and passes["counts_cost"]["agrees"]
+    assert passes["pass"]["gb_per_s"] > 0 and passes["bytes_per_pass"] == 20_000 * 32 * 4
     assert results["run-fft-irfft2.json"]["data"]["transform"] == "irfft2"
     assert results["run-fft-irfft2.json"]["verified"] is True
     for name in PIPELINES:

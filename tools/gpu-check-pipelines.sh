@@ -85,6 +85,53 @@ done <<< "$CASES"
 if [ "$SCALE" = small ]; then HALF_SIZE=256; else HALF_SIZE=8192; fi
 attempt "run fft-pipeline irfft2" runs.log 90 \
   "$PYTHON -c 'import numpy; numpy.save(\"$JSON_DIR/x.npy\", numpy.random.default_rng(1).standard_normal(($HALF_SIZE, $HALF_SIZE)))' && $PYTHON cli.py run fft-pipeline --input $JSON_DIR/x.npy --real --output $JSON_DIR/half.npy $DEVICE --no-dashboard --quiet && $PYTHON cli.py run fft-pipeline --input $JSON_DIR/half.npy --real --inverse $DEVICE --no-dashboard --json > $JSON_DIR/run-fft-irfft2.json; rc=\$?; rm -f $JSON_DIR/x.npy $JSON_DIR/half.npy; tail -c 1200 $JSON_DIR/run-fft-irfft2.json; exit \$rc"
+# The k-means pass alone (kmeans_pass, then k-means||'s kmeans_counts_cost with 1 + 10k
+# candidates) on float32 points at the target's size: its GB/s against the H200's 4.8 TB/s
+if [ "$SCALE" = small ]; then PASS_SIZE=20000; else PASS_SIZE=100000000; fi
+PASS_SCRIPT=$(mktemp --suffix=.py)
+cat > "$PASS_SCRIPT" <<'EOF_PASS'
+import json, sys, time
+import numpy as np
+from daskgpu.kernels.kmeans import kmeans_counts_cost, kmeans_pass
+target, device, n, d, k = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+PEAK = 4.8e12  # the H200's memory bandwidth, bytes/s
+rng = np.random.default_rng(0)
+centroids, candidates = rng.standard_normal((k, d)), rng.standard_normal((1 + 10 * k, d))
+if device == "gpu":
+    import cupy
+    x = cupy.random.default_rng(0).standard_normal((n, d), dtype=cupy.float32)
+    def seconds(f, c):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(); f(x, c); end.record(); end.synchronize()
+        return cupy.cuda.get_elapsed_time(start, end) / 1e3
+    head = x[:1_000_000].get()
+else:
+    x = rng.standard_normal((n, d), dtype=np.float32)
+    def seconds(f, c):
+        began = time.perf_counter(); f(x, c); return time.perf_counter() - began
+    head = x[:1_000_000]
+doc, lines = {"points": n, "features": d, "bytes_per_pass": n * d * 4}, []
+for name, f, c in (("pass", kmeans_pass, centroids), ("counts_cost", kmeans_counts_cost, candidates)):
+    first = [np.asarray(a.get() if hasattr(a, "get") else a) for a in f(x[:len(head)], c)]
+    twin = f(head, c)  # the CPU twin on the same points: counts within rounding ties
+    counts, want = first[-2], twin[-2]
+    agrees = int(counts.sum()) == len(head) and int(abs(counts - want).sum()) <= len(head) // 1000
+    s = float(np.median([seconds(f, c) for _ in range(5)]))
+    gbs = n * d * 4 / s / 1e9
+    doc[name] = {"median_s": s, "gb_per_s": gbs, "of_peak": gbs * 1e9 / PEAK, "agrees": agrees}
+    share = f"{100 * gbs * 1e9 / PEAK:.1f}% of the H200's 4.8 TB/s" if device == "gpu" else "CPU twin"
+    lines.append(f"kmeans {name} {n}x{d} float32 k={len(c)}: {s * 1e3:.2f} ms, {gbs:.1f} GB/s "
+                 f"({share}), agrees with the CPU twin: {agrees}")
+doc["line"] = "; ".join(lines)
+print(doc["line"])
+with open(target, "w") as out:
+    json.dump(doc, out)
+sys.exit(0 if all(doc[name]["agrees"] for name in ("pass", "counts_cost")) else 1)
+EOF_PASS
+if [ "$DEVICE" = "--cpu" ]; then PASS_DEVICE=cpu; else PASS_DEVICE=gpu; fi
+attempt "kmeans pass" runs.log 90 \
+  "$PYTHON - $JSON_DIR/pass-kmeans.json $PASS_DEVICE $PASS_SIZE 32 16 < $PASS_SCRIPT"
+rm -f "$PASS_SCRIPT"
 while IFS='|' read -r name run_options bench_options; do
   attempt "bench $name" bench.log 100 \
     "$PYTHON cli.py bench $name $bench_options $DEVICE --repeat 2 --warmup 1 --quiet --json $JSON_DIR/bench-$name.json"
@@ -105,7 +152,9 @@ with open(target, "w") as f:
     json.dump(results, f, indent=1, default=str)
 lines = []
 for name, doc in results.items():
-    if name.startswith("run-") and "verified" in doc:
+    if name.startswith("pass-") and "line" in doc:
+        lines.append(doc["line"])
+    elif name.startswith("run-") and "verified" in doc:
         t = doc.get("timings", {})
         lines.append(f"{name}: verified={doc['verified']} compute_s={t.get('compute_s')}")
     elif name.startswith("bench-") and doc.get("measurements"):
