@@ -11,6 +11,11 @@ import re
 from collections.abc import Iterator
 
 
+def printable(text: str) -> str:
+    """``text`` on one line: control characters (a newline in a file name) escaped."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
 class DaskGPUError(Exception):
     """A problem with the user's input or environment, explained in one line.
 

@@ -16,15 +16,10 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from daskgpu.errors import InputFileError
+from daskgpu.errors import InputFileError, printable
 
 _NUMERIC_KINDS = "biuf"
 _HOW = "give a .npy file (numpy.save) or a Zarr array directory"
-
-
-def printable(text: str) -> str:
-    """``text`` on one line: control characters (a newline in a file name) escaped."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 @dataclass(frozen=True)

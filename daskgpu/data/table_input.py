@@ -10,8 +10,7 @@ import glob
 import os
 from dataclasses import dataclass
 
-from daskgpu.data.array_input import printable
-from daskgpu.errors import InputFileError
+from daskgpu.errors import InputFileError, printable
 
 _HOW = "give a Parquet or CSV file, a directory of them, or a glob"
 

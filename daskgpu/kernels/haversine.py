@@ -15,7 +15,8 @@ digits.
 ``haversine_km`` dispatches on its input:
 
 - a device array (CuPy, a cuDF Series through its ``.values``, anything with
-  ``__cuda_array_interface__``, a Numba device array): ``_haversine_kernel``, one grid-stride
+  ``__cuda_array_interface__``, a Numba device array): ``haversine_kernel`` (in
+  :mod:`daskgpu.kernels.haversine_cuda`, loaded with numba.cuda on first use), one grid-stride
   pass in which each thread reads its 4 coordinates and writes 1 distance. The same formula as a
   CuPy expression (``haversine_numpy`` on CuPy arrays) launches about twenty element-wise
   kernels (the differences, the radians conversions and halvings, 2 sines, 2 cosines, the
@@ -42,7 +43,7 @@ import math
 
 import numba
 import numpy as np
-from numba import cuda, prange
+from numba import prange
 
 from daskgpu.kernels import launch
 
@@ -74,7 +75,6 @@ def _distance(lat1, lon1, lat2, lon2):
 
 
 _distance_cpu = numba.njit(inline="always", cache=True, fastmath=False)(_distance)
-_distance_gpu = cuda.jit(device=True, inline=True)(_distance)
 
 
 @numba.njit(parallel=True, cache=True, fastmath=False)
@@ -82,13 +82,6 @@ def _haversine_cpu(lat1, lon1, lat2, lon2, out):  # pragma: no cover - compiled
     """CPU twin: one fused pass, the points split across cores, into the preallocated ``out``."""
     for i in prange(out.shape[0]):
         out[i] = _distance_cpu(lat1[i], lon1[i], lat2[i], lon2[i])
-
-
-@cuda.jit
-def _haversine_kernel(lat1, lon1, lat2, lon2, out):  # pragma: no cover - compiled
-    """One grid-stride pass: 4 reads and 1 write per point."""
-    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
-        out[i] = _distance_gpu(lat1[i], lon1[i], lat2[i], lon2[i])
 
 
 def _is_device(x) -> bool:
@@ -154,6 +147,8 @@ def _host(arrays, n: int) -> np.ndarray:
 
 
 def _device(arrays, n: int):
+    from daskgpu.kernels import haversine_cuda  # numba.cuda loads only where a device is used
+
     first = arrays[0]
     stream = launch.stream_for(first)
     out = launch.like(first, (n,), np.float64)
@@ -161,7 +156,7 @@ def _device(arrays, n: int):
         return out
     views = [launch.to_numba(x) for x in (*arrays, out)]
     blocks, threads = launch.grid_1d(n)
-    _haversine_kernel[blocks, threads, stream](*views)
+    haversine_cuda.haversine_kernel[blocks, threads, stream](*views)
     return out
 
 

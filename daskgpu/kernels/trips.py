@@ -19,7 +19,8 @@ floor division (numba follows Python's integer semantics on both targets), so ti
 get the hour their clock shows. The distance is ``haversine_km``'s own function, so a trip's
 distance is the same number whichever way it is computed.
 
-The CUDA kernel (``_trip_sums_kernel``) runs a grid-stride loop; each block accumulates into the
+The CUDA kernel (``trip_sums_kernel``, in :mod:`daskgpu.kernels.trips_cuda`, loaded with
+numba.cuda on first use) runs a grid-stride loop; each block accumulates into the
 table in shared memory (a uint32 count and two float64 sums per cell, shared-memory atomics
 contended only within the block), then adds its non-empty cells to the global table with one
 atomic each. The CPU twin (``_trip_sums_cpu``, ``numba.njit(parallel=True)``) splits the rows
@@ -33,10 +34,10 @@ import math
 
 import numba
 import numpy as np
-from numba import cuda, prange
+from numba import prange
 
 from daskgpu.kernels import launch
-from daskgpu.kernels.haversine import _distance_cpu, _distance_gpu, haversine_km
+from daskgpu.kernels.haversine import _distance_cpu, haversine_km
 
 __all__ = ["HOURS", "NAT", "OUTSIDE", "PASSENGER_SLOTS", "outside_sums", "ticks_per_hour",
            "trip_sums"]
@@ -75,7 +76,6 @@ def _cell(t, per_hour, p, f):
 
 
 _cell_cpu = numba.njit(inline="always", cache=True)(_cell)
-_cell_gpu = cuda.jit(device=True, inline=True)(_cell)
 
 
 @numba.njit(parallel=True, cache=True, fastmath=False)
@@ -104,37 +104,6 @@ def _trip_sums_cpu(ticks, per_hour, passengers, fare, lat1, lon1, lat2, lon2,
             total_sums[0, j] += sums[c, 0, j]
             total_sums[1, j] += sums[c, 1, j]
     return total_counts, total_sums
-
-
-@cuda.jit
-def _trip_sums_kernel(ticks, per_hour, passengers, fare, lat1, lon1, lat2, lon2, counts,
-                      sums):  # pragma: no cover - compiled
-    """One pass; each block sums into shared memory, then adds its cells to the global table."""
-    s_count = cuda.shared.array(_CELLS, np.uint32)
-    s_fare = cuda.shared.array(_CELLS, np.float64)
-    s_dist = cuda.shared.array(_CELLS, np.float64)
-    tid = cuda.threadIdx.x
-    for j in range(tid, _CELLS, cuda.blockDim.x):
-        s_count[j] = 0
-        s_fare[j] = 0.0
-        s_dist[j] = 0.0
-    cuda.syncthreads()
-    for i in range(cuda.grid(1), ticks.shape[0], cuda.gridsize(1)):
-        cell = _cell_gpu(ticks[i], per_hour, passengers[i], fare[i])
-        if cell >= 0:
-            d = _distance_gpu(lat1[i], lon1[i], lat2[i], lon2[i])
-            if d > 0:
-                cuda.atomic.add(s_count, cell, 1)
-                cuda.atomic.add(s_fare, cell, np.float64(fare[i]))
-                cuda.atomic.add(s_dist, cell, d)
-    cuda.syncthreads()
-    for j in range(tid, _CELLS, cuda.blockDim.x):
-        c = s_count[j]
-        if c != 0:
-            hour, slot = j // _WIDTH, j % _WIDTH
-            cuda.atomic.add(counts, (hour, slot), np.int64(c))
-            cuda.atomic.add(sums, (0, hour, slot), s_fare[j])
-            cuda.atomic.add(sums, (1, hour, slot), s_dist[j])
 
 
 def ticks_per_hour(dtype) -> int:
@@ -192,6 +161,8 @@ def _host(arrays, per_hour: int, n: int):
 
 
 def _device(arrays, per_hour: int, n: int):
+    from daskgpu.kernels import trips_cuda  # numba.cuda loads only where a device is used
+
     first = arrays[0]
     stream = launch.stream_for(first)
     counts = launch.like(first, (HOURS, _WIDTH), np.int64)
@@ -200,7 +171,7 @@ def _device(arrays, per_hour: int, n: int):
         views = [launch.to_numba(x) for x in arrays]
         blocks, threads = launch.grid_1d(n)
         blocks = max(blocks, math.ceil(n / _MAX_PER_BLOCK))
-        _trip_sums_kernel[blocks, threads, stream](
+        trips_cuda.trip_sums_kernel[blocks, threads, stream](
             views[0], np.int64(per_hour), *views[1:], launch.to_numba(counts),
             launch.to_numba(sums))
     return counts, sums

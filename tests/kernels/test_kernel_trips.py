@@ -183,7 +183,9 @@ def test_kernel_types_and_lowers_for_a_real_gpu():
         sig = (types.Array(types.int64, 1, "A"), types.int64, types.Array(riders, 1, "A"),
                types.Array(types.float64, 1, "A"), *[types.Array(coords, 1, "A")] * 4,
                types.Array(types.int64, 2, "C"), types.Array(types.float64, 3, "C"))
-        cres = compile_cuda(trips._trip_sums_kernel.py_func, types.void, sig, cc=(9, 0))
+        from daskgpu.kernels import trips_cuda
+
+        cres = compile_cuda(trips_cuda.trip_sums_kernel.py_func, types.void, sig, cc=(9, 0))
         ir = cres.library.get_llvm_str()
         assert "atomicrmw add" in ir and "addrspace(3)" in ir  # shared-memory accumulators
 
@@ -231,8 +233,9 @@ CUPY_INPUT = SETUP + """
 import numpy as np
 import fake_cupy
 from daskgpu.kernels import trips as mod
+from daskgpu.kernels import trips_cuda
 
-fake_cupy.record(mod, "_trip_sums_kernel")
+fake_cupy.record(trips_cuda, "trip_sums_kernel")
 rng = np.random.default_rng(4)
 n = 300
 host = [np.datetime64("2026-01-01", "s").astype(np.int64) + rng.integers(0, 86400, n),
