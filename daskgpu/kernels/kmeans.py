@@ -691,10 +691,8 @@ def kmeans_counts_cost(x, candidates):
 
     Raises
     ------
-    ValueError
-        For shapes that are not ``(n, d)`` and ``(k, d)`` with ``k >= 1``.
-    TypeError
-        For points that are not float32 or float64.
+    ValueError, TypeError
+        As :func:`kmeans_pass` does, for the same shapes and dtypes.
     """
     candidates = np.asarray(candidates)
     n, d, k = _checked(x, candidates, "kmeans_counts_cost")
