@@ -7,17 +7,19 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 PIPELINES = ("train-pipeline", "kmeans-pipeline", "matmul-pipeline", "pca-pipeline",
              "fft-pipeline")
 
 
+@pytest.mark.timeout(1600)
 def test_gpu_check_script_runs_every_step_on_cpu(tmp_path):
     env = dict(os.environ, DEVICE="--cpu", SCALE="small", PYTHON=sys.executable,
-               OUT=str(tmp_path), BUDGET="400")
+               OUT=str(tmp_path), BUDGET="1500")
     proc = subprocess.run(["bash", str(ROOT / "tools" / "gpu-check-pipelines.sh")], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600)
+                          env=env, capture_output=True, text=True, timeout=1600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = (tmp_path / "summary.txt").read_text()
     assert "SKIP" not in summary
@@ -36,3 +38,17 @@ def test_gpu_check_script_runs_every_step_on_cpu(tmp_path):
         assert results[f"run-{name}.json"]["verified"] is True
         bench = results[f"bench-{name}.json"]["measurements"][0]
         assert bench["verified"] is True and bench["baseline_s"] > 0 and bench["ratio"] > 0
+
+
+def test_a_step_whose_limit_no_longer_fits_is_skipped_not_cut(tmp_path):
+    """With 50 s of budget, every step (90 s or more each) is skipped, and none is started."""
+    env = dict(os.environ, DEVICE="--cpu", SCALE="small", PYTHON=sys.executable,
+               OUT=str(tmp_path), BUDGET="50")
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "gpu-check-pipelines.sh")], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = (tmp_path / "summary.txt").read_text()
+    assert "SKIP run train-pipeline (needs 90s, 50s left)" in summary, summary
+    assert "rc=" not in summary, summary
+    runs = tmp_path / "runs.log"
+    assert not runs.exists() or "=====" not in runs.read_text()

@@ -47,15 +47,18 @@ def dask_setup(worker) -> None:
     # client's); a nanny's SIGKILL of such a worker would leave the semaphore behind, and a
     # warning about it on the client's stderr.
     multiprocessing.set_start_method("spawn", force=True)
-    warm_up = dask.config.get(WARM_UP, None)
-    if warm_up:
-        for pipeline in warm_up["pipelines"]:
-            _warm_up(pipeline, warm_up["backend"])
+    # Routed before the warm-up: a GPU warm-up launches kernels, which makes Numba's context.
     if dask.config.get("daskgpu.worker.rmm-for-numba", False):
         try:
             route_numba_to_rmm()
         except Exception as exc:
             _rmm_failure = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    warm_up = dask.config.get(WARM_UP, None)
+    if warm_up:
+        if warm_up["backend"] == "gpu":
+            _warm_up_device_random()
+        for pipeline in warm_up["pipelines"]:
+            _warm_up(pipeline, warm_up["backend"])
 
 
 def _warm_up(pipeline: str, backend: str) -> None:
@@ -67,6 +70,20 @@ def _warm_up(pipeline: str, backend: str) -> None:
             spec.warm_up(backend)
     except Exception as exc:  # only a head start: the run itself reports what is wrong
         log.debug("warm-up of %s failed: %s", pipeline, exc)
+
+
+def _warm_up_device_random() -> None:
+    """Compile the device generator's kernel (and its self-check) for both float types."""
+    try:
+        import numpy as np
+
+        from daskgpu.toolkit.numeric import generator
+
+        rng = generator("cupy", np.random.SeedSequence(0))
+        for dtype in (np.float32, np.float64):
+            rng.random(1, dtype=dtype)
+    except Exception as exc:  # only a head start: a run's own draws report what is wrong
+        log.debug("warm-up of the device generator failed: %s", exc)
 
 
 def rmm_failure() -> str | None:

@@ -245,8 +245,9 @@ def _drawn_again(data: ArrayData, start: int, stop: int):
     """Rows ``start:stop`` (whole row blocks) of random data, drawn again block by block.
 
     The scheme of :mod:`daskgpu.data.synthetic`: block number ``b`` (row-major over the block
-    grid) is drawn whole from ``default_rng(SeedSequence(seed, spawn_key=(b,)))`` of the
-    workers' array library.
+    grid) is drawn whole from ``generator(library, SeedSequence(seed, spawn_key=(b,)))``
+    (:func:`daskgpu.toolkit.numeric.generator`: NumPy's ``default_rng`` on CPU workers, the
+    counter-based device generator on GPU workers).
     """
     xp = importlib.import_module(data.library)
     row = int(np.searchsorted(starts(data.chunks[0]), start))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import textwrap
 
+import dask
 import pytest
 
 from daskgpu.clusters import plan as cluster_plan
 from daskgpu.clusters import session as sessions
+from daskgpu.clusters import worker_setup
 from daskgpu.errors import ClusterError
 
 # Stands in for rmm's Numba plugin (rmm needs CUDA): what the preload must hand to Numba.
@@ -81,3 +83,24 @@ def test_numba_that_cannot_reach_the_pool_fails_the_start_in_one_line(tmp_path, 
         with sessions.start(p):
             pass
     assert "\n" not in str(caught.value) and "rmm.allocators" in str(caught.value)
+
+
+def test_gpu_workers_route_numba_to_rmm_before_warm_ups_launch_kernels(monkeypatch):
+    """A GPU warm-up launches kernels (Numba's context): RMM must be Numba's allocator first;
+    then the device generator and each pipeline are warmed."""
+    order: list[str] = []
+    monkeypatch.setattr(worker_setup.signal, "signal", lambda *a: None)
+    monkeypatch.setattr(worker_setup.multiprocessing, "set_start_method", lambda *a, **k: None)
+    monkeypatch.setattr(worker_setup, "route_numba_to_rmm", lambda: order.append("rmm"))
+    monkeypatch.setattr(worker_setup, "_warm_up_device_random", lambda: order.append("random"))
+    monkeypatch.setattr(worker_setup, "_warm_up", lambda name, backend: order.append(name))
+    settings = {worker_setup.WARM_UP: {"pipelines": ["stencil-pipeline"], "backend": "gpu"},
+                "daskgpu.worker.rmm-for-numba": True}
+    with dask.config.set(settings):
+        worker_setup.dask_setup(None)
+    assert order == ["rmm", "random", "stencil-pipeline"]
+    order.clear()
+    with dask.config.set({worker_setup.WARM_UP: {"pipelines": ["stencil-pipeline"],
+                                                 "backend": "cpu"}}):
+        worker_setup.dask_setup(None)
+    assert order == ["stencil-pipeline"]  # CPU workers: no device generator, no RMM
