@@ -122,3 +122,34 @@ def test_join_pipeline_on_cudf_matches_pandas(gpu_client, cpu_client):
     on_cpu = daskgpu.run("join-pipeline", client=cpu_client, **params)
     assert on_gpu.backend == "gpu" and on_gpu.verified, on_gpu.verification
     assert on_gpu.value["joined_rows"] == on_cpu.value["joined_rows"] == 300_000
+
+
+# The pipelines no GPU had run when they were written: each runs small on one GPU and verifies
+# at both depths, and its one-GPU baseline (run on a GPU worker, never here) agrees with the
+# run's answer in bench. Their CuPy branches are also covered on CPU through the strict CuPy
+# stand-in (tests/pipelines/test_*_pipeline.py, tests/pipelines/test_gpu_branches_on_cpu.py).
+SMALL = {
+    "train-pipeline": dict(samples=200_000, features=64, steps=5, seed=3),
+    "kmeans-pipeline": dict(samples=200_000, features=8, clusters=4, seed=3),
+    "matmul-pipeline": dict(shape="2000,1500,1800", seed=3),
+    "pca-pipeline": dict(samples=200_000, features=64, seed=3),
+    "fft-pipeline": dict(size=1024, seed=3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("depth", ["fast", "full"])
+def test_pipeline_verifies_on_a_gpu(gpu_client, name, depth):
+    result = daskgpu.run(name, client=gpu_client, verify=depth, **SMALL[name])
+    assert result.backend == "gpu" and result.verified, result.verification
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_baseline_runs_on_a_gpu_worker_and_agrees(name):
+    from daskgpu.execution import bench
+
+    outcome = bench.bench(name, dict(SMALL[name]), {"gpus": "0", "dashboard": False},
+                          repeat=1, warmup=0)
+    (measured,) = outcome.measurements
+    assert outcome.backend == "gpu" and measured.verified
+    assert measured.baseline_s and measured.baseline_s > 0 and measured.ratio > 0
