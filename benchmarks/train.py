@@ -1,7 +1,7 @@
 """train-pipeline against a single-process NumPy step loop, one BLAS thread and all cores.
 
     python -m benchmarks.train [--samples 1000000] [--steps 5] [--rounds 3]
-        [--workers 2] [--verify]
+        [--workers 2] [--hidden N] [--verify]
 
 The same full-batch training (softmax regression, 784 -> 10, float32, ``--steps`` steps and
 a final pass over the training and test rows) by three contenders, in alternating rounds:
@@ -13,6 +13,10 @@ a final pass over the training and test rows) by three contenders, in alternatin
   rows: the pipeline's shards, drawn in the process and stacked), with
   ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` 1, and with all cores.
   Each runs in its own process, kept alive between rounds (data drawn once, untimed).
+
+With ``--hidden N`` the model is ``Dense(N, relu) -> Dense(10, softmax)`` from the run's
+seeded Glorot-uniform weights, and the peer is the NumPy loop doing the same two-layer
+forward and backward pass over all rows, with all cores only (the target's peer).
 
 Every contender's first round is a warm-up. The final weights of all three must agree (to
 float32 rounding of the gradient sums' different orders) before the ratios of the medians
@@ -39,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 TARGET_ONE_THREAD = 1.6
 TARGET_ALL_CORES = 0.9
+TARGET_HIDDEN_ALL_CORES = 1.0
 SEED = 20
 RATE = 0.5
 FEATURES, CLASSES = 784, 10
@@ -75,6 +80,50 @@ def shard_arguments(sizes: dict) -> list[tuple]:
 # --------------------------------------------------------------------------- the NumPy peer
 
 
+def initial(hidden: int | None) -> np.ndarray | None:
+    """The run's initial weights: ``None`` (zero) for softmax regression, else its seeded ones."""
+    if hidden is None:
+        return None
+    from pipelines.train.hidden import initial_weights
+
+    return initial_weights(SEED, FEATURES, hidden, CLASSES, "float32")
+
+
+def numpy_two_layer_loop(x, y, tx, ty, steps: int, hidden: int
+                         ) -> tuple[np.ndarray, float, int]:
+    """Full-batch descent of ``Dense(hidden, relu) -> Dense(10, softmax)`` on all rows at once.
+
+    From the run's initial weights; returns the final flat weights (the run's layout), the
+    final loss and the right answers on the test rows.
+    """
+    n = x.shape[0]
+    flat = initial(hidden)
+    first = (FEATURES + 1) * hidden
+    w1 = flat[:first].reshape(FEATURES + 1, hidden).copy()
+    w2 = flat[first:].reshape(hidden + 1, CLASSES).copy()
+    rows = np.arange(n)
+    for step in range(steps + 1):
+        h = x @ w1[:-1] + w1[-1]
+        a = np.maximum(h, 0)
+        z = a @ w2[:-1] + w2[-1]
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        s = p.sum(axis=1)
+        loss = float((np.log(s) - z[rows, y]).sum(dtype=np.float64)) / n
+        if step == steps:
+            break
+        p /= s[:, None]
+        p[rows, y] -= 1
+        back = (p @ w2[:-1].T) * (h > 0)
+        g2 = np.vstack([a.T @ p, p.sum(axis=0)[None]])
+        g1 = np.vstack([x.T @ back, back.sum(axis=0)[None]])
+        w1 = (w1 - RATE * g1.astype(np.float64) / n).astype(np.float32)
+        w2 = (w2 - RATE * g2.astype(np.float64) / n).astype(np.float32)
+    test = np.maximum(tx @ w1[:-1] + w1[-1], 0) @ w2[:-1] + w2[-1]
+    return (np.concatenate([w1.ravel(), w2.ravel()]), loss,
+            int((test.argmax(axis=1) == ty).sum()))
+
+
 def numpy_loop(x, y, tx, ty, steps: int) -> tuple[np.ndarray, float, int]:
     """Full-batch descent from zero weights on all rows at once, then the final passes.
 
@@ -98,7 +147,8 @@ def numpy_loop(x, y, tx, ty, steps: int) -> tuple[np.ndarray, float, int]:
     return w, loss, int((test.argmax(axis=1) == ty).sum())
 
 
-def peer_process(samples: int, workers: int, steps: int, out: str) -> None:
+def peer_process(samples: int, workers: int, steps: int, out: str,
+                 hidden: int | None = None) -> None:
     """Run as ``--peer``: draw the rows, then one training per line read, its seconds out."""
     from pipelines.train.tasks import make_shard
 
@@ -117,7 +167,8 @@ def peer_process(samples: int, workers: int, steps: int, out: str) -> None:
     print("ready", flush=True)
     for _line in sys.stdin:
         began = time.perf_counter()
-        w, _loss, _hits = numpy_loop(x, y, tx, ty, steps)
+        w, _loss, _hits = (numpy_loop(x, y, tx, ty, steps) if hidden is None
+                           else numpy_two_layer_loop(x, y, tx, ty, steps, hidden))
         seconds = time.perf_counter() - began
         np.save(out, w)
         print(json.dumps({"seconds": seconds}), flush=True)
@@ -132,7 +183,7 @@ class Peer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.train", "--peer", "--samples", str(args.samples),
              "--steps", str(args.steps), "--workers", str(args.workers), "--out",
-             self.weights_path],
+             self.weights_path, *([] if args.hidden is None else ["--hidden", str(args.hidden)])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
             cwd=ROOT)
 
@@ -167,12 +218,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--hidden", type=int, default=None)
     parser.add_argument("--verify", action="store_true")
     parser.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peer:
-        peer_process(args.samples, args.workers, args.steps, args.out)
+        peer_process(args.samples, args.workers, args.steps, args.out, args.hidden)
         return
     compare(args)
 
@@ -186,18 +238,23 @@ def compare(args) -> None:
     from pipelines.train.tasks import make_shard, train
 
     sizes = layout(args.samples, args.workers)
-    print(f"{args.samples} x {FEATURES} float32, {CLASSES} classes, {args.steps} steps + final "
+    model = ("softmax regression" if args.hidden is None
+             else f"Dense({args.hidden}, relu) -> Dense({CLASSES}, softmax)")
+    print(f"{args.samples} x {FEATURES} float32, {model}, {args.steps} steps + final "
           f"passes; {len(sizes['train'])} shards on {args.workers} worker(s) x 1 thread; "
           f"{machine()}")
-    times = {"pipeline": [], "numpy, 1 thread": [], "numpy, all cores": []}
+    names = (["numpy, all cores"] if args.hidden is not None
+             else ["numpy, 1 thread", "numpy, all cores"])
+    times = {"pipeline": [], **{name: [] for name in names}}
     with tempfile.TemporaryDirectory() as folder, \
             LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
                          processes=True) as cluster, Client(cluster) as client:
-        peers = {"numpy, 1 thread": Peer(1, args, folder),
-                 "numpy, all cores": Peer(os.cpu_count() or 1, args, folder)}
+        threads = {"numpy, 1 thread": 1, "numpy, all cores": os.cpu_count() or 1}
+        peers = {name: Peer(threads[name], args, folder) for name in names}
         if args.verify:
+            hidden = {} if args.hidden is None else {"hidden": args.hidden}
             result = daskgpu.run("train-pipeline", client=client, samples=args.samples,
-                                 steps=args.steps, seed=SEED)
+                                 steps=args.steps, seed=SEED, **hidden)
             print(f"daskgpu.run: compute {result.timings['compute_s']:.3f} s, verified "
                   f"{result.verified}: {result.verification}")
             if not result.verified:
@@ -210,7 +267,7 @@ def compare(args) -> None:
         for round_ in range(args.rounds + 1):  # round 0: warm-up of all
             began = time.perf_counter()
             raw = train(client, shards, len(sizes["train"]), args.samples, FEATURES, CLASSES,
-                        args.steps, RATE, "float32", "numpy")
+                        args.steps, RATE, "float32", "numpy", SEED, None, initial(args.hidden))
             took = time.perf_counter() - began
             seconds = {name: peer.run() for name, peer in peers.items()}
             if round_:
@@ -237,8 +294,9 @@ def compare(args) -> None:
     wall, computing = (statistics.median(v) for v in zip(*split, strict=True))
     print(f"  pipeline step: {wall:.3f} s, {computing:.3f} s computing, "
           f"{wall - computing:.3f} s communicating ({(wall - computing) / wall:.0%})")
-    for name, target in (("numpy, 1 thread", TARGET_ONE_THREAD),
-                         ("numpy, all cores", TARGET_ALL_CORES)):
+    targets = ({"numpy, all cores": TARGET_HIDDEN_ALL_CORES} if args.hidden is not None else
+               {"numpy, 1 thread": TARGET_ONE_THREAD, "numpy, all cores": TARGET_ALL_CORES})
+    for name, target in targets.items():
         print(f"train-pipeline vs {name}: {median[name] / median['pipeline']:.2f}x "
               f"(target >= {target}x)")
 

@@ -90,13 +90,13 @@ def pass_in_blocks(xp, x, y, weights: Layers, gradient: bool, block: int,
         e[rows, yb] -= 1  # d loss / d logits
         back = e @ w2.T
         back *= h > 0  # d loss / d hidden pre-activations
-        parts = (xb.T @ back, back.sum(axis=0, dtype=np.float64), active.T @ e,
-                 e.sum(axis=0, dtype=np.float64))
+        parts = ((xb.T @ back).astype(np.float64), back.sum(axis=0, dtype=np.float64),
+                 (active.T @ e).astype(np.float64), e.sum(axis=0, dtype=np.float64))
         for total_part, part in zip(sums, parts, strict=True):
             total_part += part
         if along is not None:
-            probed.append(sum(r @ part.astype(np.float64).reshape(-1)
-                              for r, part in zip(along, parts, strict=True)))
+            probed.append(sum(r @ part.reshape(-1) for r, part in zip(along, parts,
+                                                                       strict=True)))
     cells = {"loss": _host_values(xp, losses, np.float64),
              "right": _host_values(xp, hits, np.int64)}
     if probed:
