@@ -1,21 +1,21 @@
 """Independent verification of fft-pipeline's result (:func:`verify`) and its mutations.
 
-What the check establishes about the spectrum X of the n x n input x:
+What the check establishes about the spectrum X of the n x q input x (N = n q points):
 
 - Parseval's identity: the spectrum's sum of squares (rfft2's half counted twice where it
-  stands for its mirror image) equals n^2 sum |x|^2 (forward) or sum |x|^2 / n^2 (inverse;
-  for irfft2 the half spectrum's squares weighted so, its Hermitian part in columns 0, n/2),
+  stands for its mirror image) equals N sum |x|^2 (forward) or sum |x|^2 / N (inverse;
+  for irfft2 the half spectrum's squares weighted so, its Hermitian part in columns 0, q/2),
   where sum |x|^2 is summed here in a separate pass over the input, drawn again (or re-read)
   on the workers.
 - Sampled cells: X at one seeded cell in every column block of the spectrum, and a few more,
-  equals the DFT sum over the whole input, sum_rc x_rc exp(-+2 pi i (u r + v c) / n),
+  equals the DFT sum over the whole input, sum_rc x_rc exp(-+2 pi i (u r / n + v c / q)),
   computed here as products with exponentials in float64 (no FFT).
 - For generated data: every planted sinusoid shows as a peak at its frequency with its
-  amplitude and phase (n^2 A e^(i phi), half of it for a cosine, A e^(i phi) at the negated
+  amplitude and phase (N A e^(i phi), half of it for a cosine, A e^(i phi) at the negated
   frequency for the inverse), and no other reported cell stands above the noise. For an input:
   the largest reported cells (the reported maximum among them) equal their DFT sums.
 
-Tolerances: the FFT's norm-wise rounding error, about log2(N) * 6u relative for N = n^2
+Tolerances: the FFT's norm-wise rounding error, about log2(N) * 6u relative for N
 points in the transform's type (u its unit roundoff; Higham, *Accuracy and Stability of
 Numerical Algorithms*, 2nd ed., section 24.1), with a safety factor; a sampled cell may be off
 by that much of the spectrum's norm, plus the float64 error of the DFT sum; a peak, by ten
@@ -107,7 +107,7 @@ def _verify_fast(ctx: dict, raw: dict, result: dict) -> Verification:
     weights = check_fast.row_weights(ctx)
     total = check_fast.certified_squares(ctx, squares, again)
     l1 = (math.fsum((weights * again["bound"][:, 1]).tolist()) if ctx["source"] is not None
-          else ctx["n"] * math.sqrt(total))
+          else math.sqrt(ctx["n"] * ctx["q"] * total))
     like = {"squares": total, "l1": l1}
     norm = math.sqrt(max(_spectrum_scale(ctx) * math.fsum((weights * squares).tolist()),
                          _spectrum_scale(ctx) * total, _weighted_squares(ctx, result)))
@@ -115,7 +115,7 @@ def _verify_fast(ctx: dict, raw: dict, result: dict) -> Verification:
     entries = check_fast.entries_to_check(ctx)
     k = run[0].shape[1]
     failure = (
-        _check_parseval(ctx, result, like, summed=ctx["n"] + 8)
+        _check_parseval(ctx, result, like, summed=ctx["n"] + ctx["q"] + 8)
         or _check_cells(ctx, like, "sampled cell", *cells, result["samples"],
                         check_fast.dft_of_rows(ctx, cells[0], products[:, 1:k]))
         or check_fast.check_projection(ctx, result, products, norm * relative_bound(ctx),
@@ -139,21 +139,21 @@ def _verify_fast(ctx: dict, raw: dict, result: dict) -> Verification:
 def relative_bound(ctx: dict) -> float:
     """Norm-wise relative error bound of the run's 2-D FFT in its type."""
     unit = float(np.finfo(np.dtype(ctx["dtype"])).eps) / 2
-    points = ctx["n"] * ctx["n"]
+    points = ctx["n"] * ctx["q"]
     return SAFETY * max(1.0, math.log2(max(points, 2))) * 6 * unit
 
 
 def _spectrum_scale(ctx: dict) -> float:
     """The full spectrum's sum of |X|^2 per unit of the input's sum of |x|^2."""
-    n2 = float(ctx["n"]) ** 2
-    return 1.0 / n2 if ctx["inverse"] else n2
+    points = float(ctx["n"]) * ctx["q"]
+    return 1.0 / points if ctx["inverse"] else points
 
 
 def _noise_bound(ctx: dict) -> float:
     """Ten standard deviations of one cell of the noise's transform."""
     sigma = shared.noise_sigma(ctx["real"])
-    n = ctx["n"]
-    return NOISE_SIGMAS * (sigma / n if ctx["inverse"] else sigma * n)
+    root = math.sqrt(ctx["n"] * ctx["q"])
+    return NOISE_SIGMAS * (sigma / root if ctx["inverse"] else sigma * root)
 
 
 # --------------------------------------------------------------------------- checks
@@ -192,7 +192,7 @@ def _check_totals(result: dict) -> str | None:
 
 def _weighted_squares(ctx: dict, result: dict) -> float:
     """The full spectrum's sum of squares from the reported columns' (rfft2's weighted)."""
-    weights = shared.column_weights(ctx["n"], ctx["m"], ctx["real"])
+    weights = shared.column_weights(ctx["q"], ctx["m"], ctx["real"])
     return math.fsum((weights * np.asarray(result["column_squares"])).tolist())
 
 
@@ -201,7 +201,7 @@ def _check_parseval(ctx: dict, result: dict, again: dict, summed: int = 0) -> st
     got = _weighted_squares(ctx, result)
     expected = _spectrum_scale(ctx) * again["squares"]
     rel = relative_bound(ctx)
-    summing = (math.log2(max(2, ctx["n"] * ctx["n"])) + 4 + summed) * EPS64
+    summing = (math.log2(max(2, ctx["n"] * ctx["q"])) + 4 + summed) * EPS64
     tolerance = (2 * rel + rel * rel + 2 * summing) * expected + TINY
     if not abs(got - expected) <= tolerance:
         return (f"Parseval's identity fails: the spectrum's sum of squares is {got:.15g}, the "
@@ -212,8 +212,9 @@ def _check_parseval(ctx: dict, result: dict, again: dict, summed: int = 0) -> st
 
 def _cell_tolerance(ctx: dict, again: dict) -> float:
     norm = math.sqrt(_spectrum_scale(ctx) * again["squares"])
-    scale = 1.0 / ctx["n"] ** 2 if ctx["inverse"] else 1.0
-    return relative_bound(ctx) * norm + (4 * ctx["n"] + 8) * EPS64 * again["l1"] * scale + TINY
+    scale = 1.0 / (ctx["n"] * ctx["q"]) if ctx["inverse"] else 1.0
+    sums = 4 * max(ctx["n"], ctx["q"]) + 8
+    return relative_bound(ctx) * norm + sums * EPS64 * again["l1"] * scale + TINY
 
 
 def _check_samples(ctx: dict, result: dict, again: dict) -> str | None:
@@ -250,20 +251,20 @@ def _check_cells(ctx: dict, again: dict, what: str, rows, cols, got, expected) -
 
 
 def _planted(ctx: dict) -> dict:
-    return shared.signal(ctx["seed"], ctx["n"], ctx["real"])
+    return shared.signal(ctx["seed"], ctx["n"], ctx["real"], ctx["q"])
 
 
 def expected_peaks(ctx: dict) -> list[tuple[int, int, complex]]:
     """Where each planted sinusoid shows in the spectrum, and its value there."""
-    spec, n = _planted(ctx), ctx["n"]
+    spec, n, q = _planted(ctx), ctx["n"], ctx["q"]
     out = []
     for u, v, a, phi in zip(spec["u"], spec["v"], spec["amplitude"], spec["phase"],
                             strict=True):
         value = a * complex(math.cos(phi), math.sin(phi))
         if ctx["inverse"]:
-            out.append(((-int(u)) % n, (-int(v)) % n, value))
+            out.append(((-int(u)) % n, (-int(v)) % q, value))
         else:
-            out.append((int(u), int(v), value * n * n / (2 if ctx["real"] else 1)))
+            out.append((int(u), int(v), value * n * q / (2 if ctx["real"] else 1)))
     return out
 
 

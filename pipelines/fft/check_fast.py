@@ -61,14 +61,14 @@ def unit(ctx: dict, plural: bool = True) -> tuple[str, str]:
     return tuple(word.format("s" if plural else "") for word in line)
 
 
-def _waves(ctx: dict, first, second) -> np.ndarray:
+def _waves(ctx: dict, first, second, n: int) -> np.ndarray:
     """exp(-+2 pi i a b / n) for every a of ``first`` (rows) and b of ``second`` (columns).
 
     Looked up in the n-th roots of unity at (a b) mod n, each computed once: as exact as one
     exponential, and a gather where exponentials of every product would cost more than the
-    check's other work.
+    check's other work. ``n``: the transform's length (the input's rows down, its columns,
+    q, across).
     """
-    n = ctx["n"]
     a, b = np.asarray(first, np.int64), np.asarray(second, np.int64)
     return _roots(n, bool(ctx["inverse"]))[(a[:, None] * b[None, :]) % n]
 
@@ -84,14 +84,15 @@ def _roots(n: int, inverse: bool) -> np.ndarray:
 def columns(ctx: dict, extra_cols=()) -> np.ndarray:
     """The products the check takes of each input row: b, the sampled cells', ``extra_cols``'.
 
-    b from :func:`shared.projection_transform`; exp(-+2 pi i c v / n) for each column v,
-    computed here.
+    b from :func:`shared.projection_transform`; exp(-+2 pi i c v / q) for each column v,
+    computed here (q: the length of an input row).
     """
-    n = ctx["n"]
-    cols = np.concatenate([shared.sampled_cells(n, ctx["col_chunks"], ctx["check_seed"])[1],
+    q = ctx["q"]
+    cols = np.concatenate([shared.sampled_cells(ctx["n"], ctx["col_chunks"],
+                                                ctx["check_seed"])[1],
                            np.asarray(extra_cols, np.int64)])
-    waves = _waves(ctx, np.arange(n), cols)
-    b = shared.projection_transform(n, ctx["m"], ctx["check_seed"], ctx["inverse"])
+    waves = _waves(ctx, np.arange(q), cols, q)
+    b = shared.projection_transform(q, ctx["m"], ctx["check_seed"], ctx["inverse"])
     return np.concatenate([b[:, None], waves], axis=1)
 
 
@@ -139,15 +140,16 @@ def _value_distance(ctx: dict) -> float:
     if ctx["source"] is not None:
         return 0.0
     part = shared.REAL_OF[ctx["dtype"]]  # a complex type's parts, or the real input's type
-    total = float(np.sum(shared.signal(ctx["seed"], ctx["n"], ctx["real"])["amplitude"]))
+    total = float(np.sum(shared.signal(ctx["seed"], ctx["n"], ctx["real"],
+                                       ctx["q"])["amplitude"]))
     total += 2 * shared.NOISE
     return (32 * U64 + 2 * unit_roundoff(part)) * total
 
 
 def _row_transform_bound(ctx: dict) -> float:
-    """Norm-wise relative error bound of one row's 1-D FFT in the run's type (2 log2(n) 6u)."""
+    """Norm-wise relative error bound of one row's 1-D FFT in the run's type (2 log2(q) 6u)."""
     unit_of = unit_roundoff(shared.REAL_OF[ctx["dtype"]])
-    return 2.0 * max(1.0, math.log2(max(ctx["n"], 2))) * 6 * unit_of
+    return 2.0 * max(1.0, math.log2(max(ctx["q"], 2))) * 6 * unit_of
 
 
 def check_rows(ctx: dict, run: tuple, again: dict) -> str | None:
@@ -159,7 +161,7 @@ def check_rows(ctx: dict, run: tuple, again: dict) -> str | None:
     """
     products, squares = run
     rows, k = again["rows"], products.shape[1]
-    n, delta = ctx["n"], _value_distance(ctx)
+    n, delta = ctx["q"], _value_distance(ctx)  # n: the length of a row
     across = np.abs(again["columns"][:, :k]).sum(axis=0)
     limit = delta * across + 2 * (n + 8) * U64 * again["bound"][:, :k] + TINY
     limit[:, 1:] += _row_transform_bound(ctx) * np.sqrt(n * again["squares"])[:, None]
@@ -199,15 +201,14 @@ def row_weights(ctx: dict) -> np.ndarray:
 def dft_of_rows(ctx: dict, frequencies, values: np.ndarray) -> np.ndarray:
     """sum_r w_r e^(-+2 pi i u r / n) values[r] for each frequency u, applied directly.
 
-    ``values`` (rows,) or (rows, len(frequencies)), one column a frequency; divided by n^2
+    ``values`` (rows,) or (rows, len(frequencies)), one column a frequency; divided by n q
     for the inverse; the real part for irfft2, whose result is real.
     """
-    n = ctx["n"]
-    kernel = _waves(ctx, frequencies, np.arange(len(row_weights(ctx))))
+    kernel = _waves(ctx, frequencies, np.arange(len(row_weights(ctx))), ctx["n"])
     kernel *= row_weights(ctx)[None, :]
     sums = kernel @ values if values.ndim == 1 else np.einsum("ur,ru->u", kernel, values)
     if ctx["inverse"]:
-        sums = sums / float(n) ** 2
+        sums = sums / (float(ctx["n"]) * ctx["q"])
     return sums.real.astype(np.complex128) if ctx.get("half_inverse") else sums
 
 
@@ -223,12 +224,12 @@ def check_projection(ctx: dict, result: dict, products: np.ndarray, error: float
     n = ctx["n"]
     if parts.ndim != 2 or parts.shape[1] != n:
         return f"projection parts shaped {parts.shape}: not one vector of {n} a block"
-    weights = shared.projection_weights(n, ctx["m"], ctx["check_seed"])
+    weights = shared.projection_weights(ctx["q"], ctx["m"], ctx["check_seed"])
     got = parts.sum(axis=0)[entries]
     expected = dft_of_rows(ctx, entries, products[:, 0])
     scale = float(np.max(row_weights(ctx)))
-    limit = (error + (4 * n + 32) * U64 * norm) * float(np.linalg.norm(weights)) * scale \
-        + TINY
+    sums = 4 * max(n, ctx["q"]) + 32
+    limit = (error + sums * U64 * norm) * float(np.linalg.norm(weights)) * scale + TINY
     off = np.abs(got - expected)
     at = int(np.argmax(off))
     if not off[at] <= limit:

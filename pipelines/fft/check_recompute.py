@@ -28,7 +28,7 @@ def input_block(ctx: dict, index: int) -> np.ndarray:
     """Row block ``index`` of the input, in the run's value type, as float64/complex128."""
     h = int(ctx["row_chunks"][index])
     r0 = int(starts(ctx["row_chunks"])[index])
-    n, real = ctx["n"], ctx["real"]
+    n, q, real = ctx["n"], ctx["q"], ctx["real"]
     value_type = shared.REAL_OF[ctx["dtype"]] if real else ctx["dtype"]
     wide = np.float64 if real else np.complex128
     source = ctx["source"]
@@ -42,19 +42,19 @@ def input_block(ctx: dict, index: int) -> np.ndarray:
         # irfft2's input is held transposed: its columns r0.. as rows
         part = stored[:, r0:r0 + h].T if ctx.get("half_inverse") else stored[r0:r0 + h]
         return np.asarray(part).astype(value_type).astype(wide)
-    spec = shared.signal(ctx["seed"], n, real)
+    spec = shared.signal(ctx["seed"], n, real, q)
     r = np.arange(r0, r0 + h, dtype=np.int64)
-    c = np.arange(n, dtype=np.int64)
-    values = np.zeros((h, n), dtype=wide)
+    c = np.arange(q, dtype=np.int64)
+    values = np.zeros((h, q), dtype=wide)
     for u, v, a, phi in zip(spec["u"], spec["v"], spec["amplitude"], spec["phase"],
                             strict=True):
         # exp(i (a + b)) = exp(i a) exp(i b): one outer product of a column and a row.
         wave = np.multiply.outer(
             a * np.exp(1j * ((2 * math.pi / n) * ((int(u) * r) % n) + phi)),
-            np.exp(1j * (2 * math.pi / n) * ((int(v) * c) % n)))
+            np.exp(1j * (2 * math.pi / q) * ((int(v) * c) % q)))
         values += wave.real if real else wave
     sequence = np.random.SeedSequence(shared.noise_seed(ctx["seed"]), spawn_key=(index,))
-    shape = (h, n) if real else (h, n, 2)
+    shape = (h, q) if real else (h, q, 2)
     drawn = to_host(generator(ctx["library"], sequence).random(shape, dtype=np.float64))
     noise = shared.NOISE * (2 * drawn - 1)
     if real:
@@ -75,11 +75,11 @@ def block_terms(ctx: dict, index: int, cells: tuple) -> dict:
     irfft2 reads them): the squares count that part, weighted. Cells are of x's transpose.
     """
     x = input_block(ctx, index)
-    n = ctx["n"]
+    n, q = ctx["n"], ctx["q"]
     r0 = int(starts(ctx["row_chunks"])[index])
     rows, cols = (np.asarray(part, np.int64) for part in cells)
     sign = 1.0 if ctx["inverse"] else -1.0
-    across = np.exp(sign * 2j * math.pi / n * ((np.arange(n)[:, None] * cols[None, :]) % n))
+    across = np.exp(sign * 2j * math.pi / q * ((np.arange(q)[:, None] * cols[None, :]) % q))
     down = np.exp(sign * 2j * math.pi / n
                   * ((np.arange(r0, r0 + x.shape[0])[:, None] * rows[None, :]) % n))
     weights = np.ones(x.shape[0])
@@ -88,7 +88,7 @@ def block_terms(ctx: dict, index: int, cells: tuple) -> dict:
         weights = shared.column_weights(n, shared.spectrum_columns(n, True), True)[
             r0:r0 + x.shape[0]]
         for line in np.flatnonzero(weights == 1):
-            hermitian = (x[line] + np.conj(x[line][(-np.arange(n)) % n])) / 2
+            hermitian = (x[line] + np.conj(x[line][(-np.arange(q)) % q])) / 2
             squared[line] = np.abs(hermitian) ** 2
     partial = ((down * weights[:, None]) * (x @ across)).sum(axis=0)
     magnitudes = np.abs(x)
@@ -115,7 +115,7 @@ def recompute(ctx: dict, peaks: tuple = ((), ())) -> dict:
     if ctx.get("half_inverse"):  # a real result: the sums' real parts
         total["cells"] = total["cells"].real.astype(np.complex128)
     if ctx["inverse"]:
-        total["cells"] = total["cells"] / float(ctx["n"]) ** 2
+        total["cells"] = total["cells"] / (float(ctx["n"]) * ctx["q"])
     total["cells"], total["peaks"] = total["cells"][:len(rows)], total["cells"][len(rows):]
     return total
 
@@ -126,7 +126,7 @@ def _noise_lines(ctx: dict, index: int, local: np.ndarray, xp):
     Each element takes one 64-bit draw, row after row (``random`` of float64): NumPy's PCG64
     advances to a row's first draw. CuPy's generator cannot skip ahead: it draws the block.
     """
-    n, real = ctx["n"], ctx["real"]
+    n, real = ctx["q"], ctx["real"]  # n: the length of a row
     sequence = np.random.SeedSequence(shared.noise_seed(ctx["seed"]), spawn_key=(index,))
     per_row = n if real else 2 * n
     if ctx["library"] == "numpy":
@@ -149,16 +149,16 @@ def _generated_lines(ctx: dict, index: int, local: np.ndarray, xp):
     The sinusoids as one product of their factors, (rows x K) @ (K x n): a few rows cost little
     more than their exponentials.
     """
-    n, real = ctx["n"], ctx["real"]
-    spec = shared.signal(ctx["seed"], n, real)
+    n, q, real = ctx["n"], ctx["q"], ctx["real"]
+    spec = shared.signal(ctx["seed"], n, real, q)
     r = xp.asarray(int(starts(ctx["row_chunks"])[index]) + local)
-    c = xp.arange(n, dtype=np.int64)
+    c = xp.arange(q, dtype=np.int64)
     down = xp.empty((len(local), len(spec["u"])), dtype=np.complex128)
-    across = xp.empty((len(spec["u"]), n), dtype=np.complex128)
+    across = xp.empty((len(spec["u"]), q), dtype=np.complex128)
     for k, (u, v, a, phi) in enumerate(zip(spec["u"], spec["v"], spec["amplitude"],
                                            spec["phase"], strict=True)):
         down[:, k] = a * xp.exp(1j * ((2 * math.pi / n) * ((int(u) * r) % n) + phi))
-        across[k] = xp.exp(1j * (2 * math.pi / n) * ((int(v) * c) % n))
+        across[k] = xp.exp(1j * (2 * math.pi / q) * ((int(v) * c) % q))
     values = down @ across
     values = xp.ascontiguousarray(values.real) if real else values
     noise = shared.NOISE * (2 * _noise_lines(ctx, index, local, xp) - 1)
@@ -209,7 +209,7 @@ def lines_again(ctx: dict, index: int, local, columns: np.ndarray) -> dict:
     out = {"products": products, "squares": (magnitude * magnitude).sum(axis=1),
            "bound": magnitude @ xp.abs(across)}
     if ctx.get("half_inverse"):
-        mirrored = x[:, (-xp.arange(ctx["n"])) % ctx["n"]]
+        mirrored = x[:, (-xp.arange(ctx["q"])) % ctx["q"]]
         hermitian = xp.abs((x + xp.conj(mirrored)) / 2)
         out["hermitian"] = (hermitian * hermitian).sum(axis=1)
     return {key: to_host(value) for key, value in out.items()}

@@ -35,15 +35,17 @@ def default_size(backend, itemsize: int) -> int:
     return CPU_DEFAULT_SIZE
 
 
-def slab_width(given, n: int, itemsize: int, backend) -> int:
-    """Rows per row block (and columns per column block): ``--chunks N``, or for the device."""
+def slab_width(given, n: int, itemsize: int, backend, q: int | None = None) -> int:
+    """Rows per row block (n rows of q), and columns per column block: ``--chunks N``, or auto."""
+    q = n if q is None else q
     if given != "auto":
         return min(given[0], n)
-    rows, *rest = chunking.auto_chunks((n, n), itemsize, backend)
-    return rows if rest == [n] else 1  # a row over the chunk size: one row a block
+    rows, *rest = chunking.auto_chunks((n, q), itemsize, backend)
+    return rows if rest == [q] else 1  # a row over the chunk size: one row a block
 
 
-def check_layout(given, n: int, itemsize: int, backend, option: str) -> None:
+def check_layout(given, n: int, itemsize: int, backend, option: str,
+                 q: int | None = None) -> None:
     """Refuse a layout of more slabs than a transpose handles, or slabs no worker holds.
 
     Raises
@@ -54,45 +56,67 @@ def check_layout(given, n: int, itemsize: int, backend, option: str) -> None:
     if given != "auto" and len(given) != 1:
         raise ParameterError(f"--chunks {','.join(map(str, given))}: give one slab width N "
                              "(rows of a row block, columns of a column block) or auto")
-    width = slab_width(given, n, itemsize, backend)
+    q = n if q is None else q
+    width = slab_width(given, n, itemsize, backend, q)
     slabs = -(-n // width)
     what = option if given == "auto" else f"--chunks {given[0]}"
     if slabs > MAX_SLABS:
         raise ParameterError(f"{what}: {slabs} slabs of {width} rows of {n}; the transpose "
                              f"makes slabs x slabs pieces, at most {MAX_SLABS} slabs: "
                              f"{'give a smaller size' if given == 'auto' else 'give wider slabs'}")
-    if width * n * itemsize > chunking.MAX_BLOCK_BYTES:
-        raise ParameterError(f"{what}: a slab of {width} x {n} is over "
+    if width * max(n, q) * itemsize > chunking.MAX_BLOCK_BYTES:
+        raise ParameterError(f"{what}: a slab of {width} x {max(n, q)} is over "
                              f"{chunking.MAX_BLOCK_BYTES / 2**40:g} TiB, more than any worker "
                              "holds: give narrower slabs or auto")
 
 
 def layout(resolved) -> dict:
-    """The sizes of a run: n, result columns m, the row blocks and the column blocks.
+    """The sizes of a run: n, q, the spectrum's columns m, the row blocks, the column blocks.
 
-    ``half_inverse`` (irfft2): the input, an n x (n/2+1) half spectrum, is held transposed in
-    row blocks (its column blocks), and the result is the n x n real array (m = n).
-    ``real_input``: the input holds real values (rfft2).
+    The input x, n x q, is held in row blocks of whole rows (transformed along them: length
+    q), the spectrum X, n x m (m = q, or q // 2 + 1 for rfft2), in column blocks (transformed
+    along them: length n). ``half_inverse`` (irfft2): the input, an r x (q // 2 + 1) half
+    spectrum of an r x q result (``--shape``, or q = 2 (columns - 1)), is held transposed
+    (its columns as rows, of length q here: r), and its result seen transposed, as the
+    spectrum: n = q of the result, m = r. ``real_input``: the input holds real values (rfft2).
     """
     source = resolved.inputs.get("input")
-    n = source.shape[0] if source is not None else resolved["size"]
     real, dtype = resolved["real"], np.dtype(resolved["dtype"])
     half_inverse = real and resolved["inverse"]
-    width = slab_width(resolved["chunks"], n, dtype.itemsize, resolved.backend)
-    m = n if half_inverse else shared.spectrum_columns(n, real)
-    held = shared.spectrum_columns(n, True) if half_inverse else n  # rows of the held input
-    row_chunks = da.core.normalize_chunks((width, n), (held, n))
+    if half_inverse:
+        r, half = source.shape
+        n = out_columns(resolved, half)
+        q = m = r
+        held = half  # rows of the held input: the half spectrum's columns
+    else:
+        n, q = source.shape if source is not None else shape_of(resolved)
+        m, held = shared.spectrum_columns(q, real), n
+    width = slab_width(resolved["chunks"], held, dtype.itemsize, resolved.backend, q)
+    row_chunks = da.core.normalize_chunks((width, q), (held, q))
     slabs = len(row_chunks[0])
     col_width = -(-m // slabs)  # as many column blocks as row blocks
     col_chunks = da.core.normalize_chunks((n, col_width), (n, m))
-    return {"n": n, "m": m, "real": real, "half_inverse": half_inverse,
+    return {"n": n, "q": q, "m": m, "real": real, "half_inverse": half_inverse,
             "real_input": real and not half_inverse, "dtype": dtype,
             "row_chunks": row_chunks, "col_chunks": col_chunks}
 
 
-def flop(n: int, real: bool) -> int:  # irfft2 counts as rfft2
-    """The conventional flop count of an n x n FFT: 5 N log2 N (half for real data), N = n^2."""
-    count = 5 * n * n * math.log2(n * n) if n > 1 else 0
+def shape_of(resolved) -> tuple[int, int]:
+    """The generated array's shape: ``--shape N,M``, or ``--size N`` (N x N)."""
+    shape = resolved["shape"]
+    return (int(shape[0]), int(shape[1])) if shape is not None else (resolved["size"],) * 2
+
+
+def out_columns(resolved, half: int) -> int:
+    """irfft2's result columns: ``--shape``'s second, or 2 (half - 1) as numpy's default."""
+    shape = resolved["shape"]
+    return int(shape[1]) if shape is not None else 2 * (half - 1)
+
+
+def flop(n: int, real: bool, q: int | None = None) -> int:  # irfft2 counts as rfft2
+    """The conventional flop count of an n x q FFT: 5 N log2 N (half for real data), N = n q."""
+    points = n * (n if q is None else q)
+    count = 5 * points * math.log2(points) if points > 1 else 0
     return int(count / 2 if real else count)
 
 
@@ -115,9 +139,8 @@ WHOLE_COPIES = 3
 
 def whole_bytes(sizes: dict) -> int:
     """Memory the whole-array path takes in its worker, by :data:`WHOLE_COPIES`."""
-    n, m = sizes["n"], sizes["m"]
-    return WHOLE_COPIES * n * max(n, m, shared.spectrum_columns(n, True)) \
-        * sizes["dtype"].itemsize
+    held = sum(sizes["row_chunks"][0]) * sizes["q"]
+    return WHOLE_COPIES * max(held, sizes["n"] * sizes["m"]) * sizes["dtype"].itemsize
 
 
 def pick(option: str, workers: dict, sizes: dict, device_memory: int = 0) -> dict:

@@ -1,4 +1,4 @@
-"""fft-pipeline: the 2-D FFT of an n x n array held in blocks, which ``dask.array.fft`` cannot do.
+"""fft-pipeline: the 2-D FFT of an n x q array held in blocks, which ``dask.array.fft`` cannot do.
 
 ``dask.array.fft.fft2`` needs each transformed axis in one chunk. Here the array is held in
 slabs: row blocks of whole rows, transformed along axis 1 (``numpy.fft`` or ``cupy.fft`` per
@@ -66,9 +66,25 @@ def side(value) -> int:
     return n
 
 
+def shape_pair(value) -> tuple[int, int]:
+    """Two positive sides ``N,M`` of an array, its bytes within reach."""
+    parts = (list(value) if isinstance(value, (tuple, list))
+             else str(value).replace("x", ",").split(","))
+    if len(parts) != 2:
+        raise ValueError("give two sides, N,M")
+    n, m = (positive_int(part) for part in parts)
+    if n * m * 16 > fft_layout.MAX_BYTES:
+        raise ValueError(f"an array of {n} x {m} is over {fft_layout.MAX_BYTES / 2**50:g} PiB; "
+                         "give a smaller shape")
+    return n, m
+
+
 PARAMS = (
     Param("size", side, None, "Side n of the n x n array [default: 4096 on CPU; on GPUs a "
           "share of their memory].", "N"),
+    Param("shape", shape_pair, None, "Shape N,M of the generated array (any sides); with "
+          "--inverse --real, irfft2's result shape, as numpy.fft.irfft2(X, s=(N, M)) takes it.",
+          "N,M"),
     Param("chunks", chunks, "auto", "Slab width: rows per row block, columns per column block "
           "(auto: sized for the device).", "auto|N"),
     Param("dtype", choice(DTYPES), None, "Complex type of the transform [default: complex128, "
@@ -83,7 +99,7 @@ PARAMS = (
           "all workers share one host and the array fits one worker.",
           "auto|whole|slabs", fft_layout.LAYOUTS),
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
-    Param("input", optional_path, None, "Read a square float32/float64 (complex64/complex128 "
+    Param("input", optional_path, None, "Read a 2-D float32/float64 (complex64/complex128 "
           "without --real) array from this .npy file or Zarr array.", "PATH"),
     Param("output", output_path((".npy", ".zarr")), None, "Write the spectrum to this .npy "
           "file or Zarr directory.", "PATH"),
@@ -101,56 +117,78 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     ParameterError
         Contradicting options, or a layout with too many or too large blocks.
     InputFileError
-        A missing, non-numeric, non-square or not 2-D input; a complex one with ``--real``.
+        A missing, non-numeric or not 2-D input; a complex one with ``--real``; an irfft2
+        input that is no half spectrum of the ``--shape`` asked for.
     """
     values = dict(values)
     values["inverse"], values["real"] = bool(values["inverse"]), bool(values["real"])
     half_inverse = values["real"] and values["inverse"]
     if half_inverse and values["input"] is None:
         raise ParameterError("--inverse --real (irfft2) transforms a half spectrum: give it "
-                             "with --input (an n x (n/2+1) complex array, as --real --output "
+                             "with --input (an n x (m/2+1) complex array, as --real --output "
                              "writes)")
+    if values["size"] is not None and values["shape"] is not None:
+        raise ParameterError("--size with --shape: give one (--size N is --shape N,N)")
     inputs: dict = {}
     if values["input"] is not None:
-        if values["size"] is not None:
-            raise ParameterError("--size with --input: the input's shape is the size; drop "
-                                 "--size")
-        source = array_input.open_array(values["input"], "--input", INPUT_DTYPES)
-        if half_inverse:
-            _check_half_spectrum(source)
-        elif len(source.shape) != 2 or source.shape[0] != source.shape[1]:
-            shown = " x ".join(map(str, source.shape))
-            raise InputFileError(f"--input {source.path}: holds an array of shape {shown}; a "
-                                 "square n x n array (2 axes) is needed")
-        elif values["real"] and source.dtype.kind == "c":
-            raise InputFileError(f"--input {source.path}: holds {source.dtype} values; --real "
-                                 "transforms real data (rfft2): drop --real for a complex input")
-        inputs["input"] = source
-        n = source.shape[0]
+        inputs["input"] = source = _opened(values, half_inverse)
         if values["dtype"] is None:
             values["dtype"] = shared.COMPLEX_OF[source.dtype.name]
+        if half_inverse:  # held transposed: the half spectrum's columns, rows of its rows
+            rows, length = source.shape[1], source.shape[0]
+        else:
+            rows, length = source.shape
     else:
         if values["dtype"] is None:
             values["dtype"] = "complex128"
-        if values["size"] is None:
+        if values["size"] is None and values["shape"] is None:
             values["size"] = fft_layout.default_size(backend, itemsize(values))
-        n = values["size"]
-    option = "--input" if inputs else "--size"
-    fft_layout.check_layout(values["chunks"], n, itemsize(values), backend, option)
+        rows, length = values["shape"] or (values["size"],) * 2
+    option = "--input" if inputs else "--size" if values["shape"] is None else "--shape"
+    fft_layout.check_layout(values["chunks"], rows, itemsize(values), backend, option, length)
     return values, inputs
 
 
-def _check_half_spectrum(source) -> None:
-    """Refuse an irfft2 input that is not the n x (n/2+1) half spectrum of an n x n array."""
-    shape = source.shape
-    if len(shape) == 2 and shape[1] == shared.spectrum_columns(shape[0], True):
+def _opened(values: dict, half_inverse: bool):
+    """The ``--input`` array, checked against the transform asked for."""
+    if values["size"] is not None:
+        raise ParameterError("--size with --input: the input's shape is the size; drop "
+                             "--size")
+    if values["shape"] is not None and not half_inverse:
+        raise ParameterError("--shape with --input: the input's shape is the shape; drop "
+                             "--shape (it gives irfft2's result shape, with --inverse --real)")
+    source = array_input.open_array(values["input"], "--input", INPUT_DTYPES)
+    shown = " x ".join(map(str, source.shape))
+    if len(source.shape) != 2:
+        raise InputFileError(f"--input {source.path}: holds an array of shape {shown}; a 2-D "
+                             "array (2 axes) is needed")
+    if half_inverse:
+        _check_half_spectrum(source, values["shape"])
+    elif values["real"] and source.dtype.kind == "c":
+        raise InputFileError(f"--input {source.path}: holds {source.dtype} values; --real "
+                             "transforms real data (rfft2): drop --real for a complex input")
+    return source
+
+
+def _check_half_spectrum(source, shape) -> None:
+    """Refuse an irfft2 input that is not the half spectrum of the result ``shape`` asks for.
+
+    As ``numpy.fft.irfft2(X, s=shape)``: an r x k half spectrum gives an r x m result with
+    m // 2 + 1 = k (m = 2 (k - 1) where ``--shape`` is not given).
+    """
+    rows, half = source.shape
+    shown = f"{rows} x {half}"
+    if shape is None:
+        if half >= 2:
+            return
+        raise InputFileError(f"--input {source.path}: holds an array of shape {shown}; "
+                             "--inverse --real needs the r x (m/2+1) half spectrum of an r x m "
+                             "array: give the result's shape with --shape R,M")
+    if shape[0] == rows and shared.spectrum_columns(shape[1], True) == half:
         return
-    shown = " x ".join(map(str, shape))
-    wanted = (f"{shape[0]} x {shared.spectrum_columns(shape[0], True)} for n = {shape[0]}"
-              if len(shape) == 2 else "2 axes")
-    raise InputFileError(f"--input {source.path}: holds an array of shape {shown}; --inverse "
-                         f"--real needs the n x (n/2+1) half spectrum of an n x n array "
-                         f"({wanted})")
+    raise InputFileError(f"--input {source.path}: holds an array of shape {shown}; --shape "
+                         f"{shape[0]},{shape[1]} (irfft2's result) needs the {shape[0]} x "
+                         f"{shared.spectrum_columns(shape[1], True)} half spectrum")
 
 
 def itemsize(values: dict) -> int:
@@ -183,23 +221,35 @@ def answer(squares: float, rows, cols, values) -> dict:
 
 
 def baseline(resolved: Resolved) -> tuple[float, dict]:
-    """Seconds of one ``numpy.fft.fft2`` (``ifft2``, ``rfft2``, ``irfft2``; ``cupy.fft`` on a GPU).
+    """Seconds of one ``scipy.fft.fft2(x, workers=-1)`` on every core (``cupy.fft`` on a GPU).
 
-    The input is made whole first, untimed: drawn block by block as the run draws it, or read.
+    ``ifft2``, ``rfft2`` or ``irfft2`` as the run transforms. The input is made whole first,
+    untimed: drawn block by block as the run draws it, or read.
     """
     backend, sizes = resolved.backend, fft_layout.layout(resolved)
     xp = importlib.import_module(backend.array_library)
+    if backend.array_library == "numpy":  # the strongest peer on CPU: pocketfft, all cores
+        import functools
+        import types
+
+        import scipy.fft
+
+        library_fft = types.SimpleNamespace(**{
+            name: functools.partial(getattr(scipy.fft, name), workers=-1)
+            for name in ("fft2", "ifft2", "rfft2", "irfft2")})
+    else:
+        library_fft = xp.fft
     with dask.config.set(scheduler="sync"):
         whole = xp.asarray(fft_stages.input_array(resolved, sizes).compute())
-    n = sizes["n"]
     if sizes["half_inverse"]:  # held transposed: the half spectrum as the file holds it
         whole = xp.ascontiguousarray(whole.T)
+        result_shape = (sizes["m"], sizes["n"])  # its result is the spectrum seen transposed
 
         def transform(half):
-            return xp.fft.irfft2(half, s=(n, n))
+            return library_fft.irfft2(half, s=result_shape)
     else:
-        transform = xp.fft.rfft2 if sizes["real"] else xp.fft.ifft2 if resolved["inverse"] \
-            else xp.fft.fft2
+        transform = (library_fft.rfft2 if sizes["real"] else library_fft.ifft2
+                     if resolved["inverse"] else library_fft.fft2)
     seconds, spectrum = timed(backend, lambda: transform(whole))
     power = xp.abs(spectrum.astype(np.complex128, copy=False)) ** 2
     flat = int(to_host(xp.argmax(power)))
@@ -239,7 +289,7 @@ def _graph(resolved: Resolved, sizes: dict, certify: dict) -> tuple[dict, object
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy transform, reduced block by block to its summaries (and written)."""
     sizes = fft_layout.layout(resolved)
-    n, m, dtype = sizes["n"], sizes["m"], sizes["dtype"]
+    n, q, m, dtype = sizes["n"], sizes["q"], sizes["m"], sizes["dtype"]
     check_seed = shared.check_seed(resolved["seed"], n)
     certify = fft_stages.certificates(resolved, sizes)
     parts, written = _graph(resolved, sizes, certify)
@@ -250,12 +300,12 @@ def prepare(resolved: Resolved) -> Workload:
         outputs.append((temporary, resolved["output"]))
     source = resolved.inputs.get("input")
     described = ({"source": source.path, "format": source.kind} if source is not None else
-                 {"source": f"{len(shared.signal(resolved['seed'], n, sizes['real'])['u'])} "
+                 {"source": f"{len(shared.signal(resolved['seed'], n, sizes['real'], q)['u'])} "
                   "planted sinusoids + noise", "seed": resolved["seed"]})
     half_inverse = sizes["half_inverse"]
     transform = ("irfft2" if half_inverse else "rfft2" if sizes["real"] else "ifft2"
                  if resolved["inverse"] else "fft2")
-    shape = [n, shared.spectrum_columns(n, True)] if half_inverse else [n, n]
+    shape = [m, sum(sizes["row_chunks"][0])] if half_inverse else [n, q]  # the input's
     return Workload(
         collection=parts,
         drive=fft_stages.drive,
@@ -267,15 +317,16 @@ def prepare(resolved: Resolved) -> Workload:
             **described,
             "transform": transform,
             "shape": shape,
-            "spectrum": f"{n} x {m}",
+            "spectrum": f"{m} x {n}" if half_inverse else f"{n} x {m}",
             "chunks": [sizes["row_chunks"][0][0], sizes["col_chunks"][1][0]],
             "slabs": len(sizes["row_chunks"][0]),
             "dtype": dtype.name,
-            "flop": fft_layout.flop(n, sizes["real"]),
+            "flop": fft_layout.flop(n, sizes["real"], q),
             "layout": resolved["layout"],
         },
-        # The check sees irfft2 as the inverse of a complex input with a real, n x n result.
-        context={"n": n, "m": m, "real": sizes["real_input"],
+        # The check sees irfft2 as the inverse of a complex input with a real result, seen
+        # transposed (n x m: the result's columns, its rows).
+        context={"n": n, "q": q, "m": m, "real": sizes["real_input"],
                  "half_inverse": half_inverse, "inverse": resolved["inverse"],
                  "dtype": dtype.name, "seed": resolved["seed"], "check_seed": check_seed,
                  "row_chunks": sizes["row_chunks"][0], "col_chunks": sizes["col_chunks"][1],

@@ -6,15 +6,15 @@ the run reports and the check recomputes, the spectrum's shape, and the seeded p
 run certifies its transform with (:func:`projection_weights`, and their transform in closed
 form, :func:`projection_transform`). Nothing here transforms or sums the data.
 
-Generated data, element ``(r, c)`` of the n x n input::
+Generated data, element ``(r, c)`` of the n x q input (n rows, q columns)::
 
-    complex:  sum_j A_j exp(i phi_j) exp(2 pi i (u_j r + v_j c) / n)  + noise
-    real:     sum_j A_j cos(2 pi (u_j r + v_j c) / n + phi_j)          + noise
+    complex:  sum_j A_j exp(i phi_j) exp(2 pi i (u_j r / n + v_j c / q))  + noise
+    real:     sum_j A_j cos(2 pi (u_j r / n + v_j c / q) + phi_j)          + noise
 
 Noise: row block ``i`` (blocks of the run's chunking) draws from
 ``SeedSequence(noise_seed, spawn_key=(i,))`` (NumPy's ``default_rng``, or the array library's
 seeded with the sequence's first 64-bit word) one array of uniform [0, 1) float64 values,
-shaped (rows, n) for real data and (rows, n, 2) for complex data (real and imaginary parts
+shaped (rows, q) for real data and (rows, q, 2) for complex data (real and imaginary parts
 side by side), each mapped to ``NOISE * (2 x - 1)``. The sum is made in float64 and rounded
 once to the data's type.
 """
@@ -42,20 +42,21 @@ COMPLEX_OF = {"float32": "complex64", "float64": "complex128",
 REAL_OF = {"complex64": "float32", "complex128": "float64"}
 
 
-def spectrum_columns(n: int, real: bool) -> int:
-    """Columns of the spectrum of an n x n input: n, or n // 2 + 1 for rfft2."""
-    return n // 2 + 1 if real else n
+def spectrum_columns(q: int, real: bool) -> int:
+    """Columns of the spectrum of an input of q columns: q, or q // 2 + 1 for rfft2."""
+    return q // 2 + 1 if real else q
 
 
-def signal(seed: int, n: int, real: bool) -> dict:
-    """The planted sinusoids: integer frequencies ``u``, ``v``, amplitudes and phases.
+def signal(seed: int, n: int, real: bool, q: int | None = None) -> dict:
+    """The planted sinusoids of an n x q input (q: n where not given).
 
-    Frequencies are distinct cells of the spectrum. For real data ``v`` lies in
-    ``[1, (n - 1) // 2]``, so each cosine shows as one peak in rfft2's half spectrum (its
-    mirror image lies in the half left out).
+    Integer frequencies ``u``, ``v``, amplitudes and phases. Frequencies are distinct cells of
+    the spectrum. For real data ``v`` lies in ``[1, (q - 1) // 2]``, so each cosine shows as
+    one peak in rfft2's half spectrum (its mirror image lies in the half left out).
     """
+    q = n if q is None else q
     rng = np.random.default_rng(np.random.SeedSequence((seed, 11)))
-    cols = np.arange(1, (n - 1) // 2 + 1) if real else np.arange(n)
+    cols = np.arange(1, (q - 1) // 2 + 1) if real else np.arange(q)
     cells = len(cols) * n
     count = min(PEAKS, cells)
     if count:
@@ -99,15 +100,16 @@ def sampled_cells(n: int, col_chunks: tuple[int, ...], seed: int) -> tuple[np.nd
     return rows.astype(np.int64), cols.astype(np.int64)
 
 
-def column_weights(n: int, m: int, real: bool) -> np.ndarray:
+def column_weights(q: int, m: int, real: bool) -> np.ndarray:
     """How often each column of the spectrum counts in the full spectrum's sum of squares.
 
-    1 everywhere for a full spectrum; for rfft2's half, columns 1 .. (n - 1) // 2 stand for
-    their mirror images too (2), column 0 and, for even n, column n / 2 for themselves (1).
+    1 everywhere for a full spectrum; for rfft2's half of an input of q columns, columns
+    1 .. (q - 1) // 2 stand for their mirror images too (2), column 0 and, for even q, column
+    q / 2 for themselves (1).
     """
     weights = np.ones(m)
     if real:
-        weights[1:(n - 1) // 2 + 1] = 2.0
+        weights[1:(q - 1) // 2 + 1] = 2.0
     return weights
 
 
@@ -123,6 +125,9 @@ def _projection(seed: int, n: int) -> tuple[int, float]:
 
 def projection_weights(n: int, m: int, seed: int) -> np.ndarray:
     """The weights s_v = cos(theta v + phi), v < m, of the certified projection X s.
+
+    ``n`` here, and in :func:`projection_transform`, is the length of the transforms along
+    the input's rows (its columns, q), ``m`` the spectrum's columns.
 
     The run reports the spectrum's rows weighted by them (``X @ s``, one value a row) and the
     input's rows weighted by :func:`projection_transform` (``x @ b``), so that

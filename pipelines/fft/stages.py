@@ -46,7 +46,7 @@ def input_array(resolved: Resolved, sizes: dict) -> da.Array:
         tasks.generated, chunks=sizes["row_chunks"], dtype=value_type,
         meta=np.empty((0, 0), dtype=value_type),  # NumPy meta: see daskgpu.data.synthetic
         n=sizes["n"], seed=resolved["seed"], value_type=value_type, real=real,
-        library=backend.array_library)
+        library=backend.array_library, q=sizes["q"])
 
 
 def certificates(resolved: Resolved, sizes: dict) -> dict:
@@ -56,11 +56,11 @@ def certificates(resolved: Resolved, sizes: dict) -> dict:
     columns; ``transform``: b = W s in closed form, of the input's columns (see
     :mod:`pipelines.fft.shared`).
     """
-    n, m = sizes["n"], sizes["m"]
+    n, q, m = sizes["n"], sizes["q"], sizes["m"]
     seed = shared.check_seed(resolved["seed"], n)
     return {"cells": shared.sampled_cells(n, sizes["col_chunks"][1], seed),
-            "weights": shared.projection_weights(n, m, seed),
-            "transform": shared.projection_transform(n, m, seed, bool(resolved["inverse"]))}
+            "weights": shared.projection_weights(q, m, seed),
+            "transform": shared.projection_transform(q, m, seed, bool(resolved["inverse"]))}
 
 
 def input_lines(x: da.Array, y: da.Array, resolved: Resolved, sizes: dict,
@@ -73,7 +73,7 @@ def input_lines(x: da.Array, y: da.Array, resolved: Resolved, sizes: dict,
     """
     cols = certify["cells"][1]
     width = 2 * (1 + len(cols)) + 1
-    terms = functools.partial(tasks.line_terms, n=sizes["n"], transform=certify["transform"],
+    terms = functools.partial(tasks.line_terms, n=sizes["q"], transform=certify["transform"],
                               cols=cols, inverse=bool(resolved["inverse"]),
                               library=resolved.backend.array_library)
     name = "fft-lines-" + tokenize(x.name, y.name, width)
@@ -170,7 +170,7 @@ def whole_plan(resolved: Resolved, sizes: dict, certify: dict, threads: int,
     real = sizes["real_input"]
     rows, _ = certify["cells"]
     return {
-        "n": sizes["n"], "dtype": sizes["dtype"].name,
+        "n": sizes["n"], "q": sizes["q"], "dtype": sizes["dtype"].name,
         "value_type": shared.REAL_OF[sizes["dtype"].name] if real else sizes["dtype"].name,
         "real_input": real, "half_inverse": sizes["half_inverse"],
         "inverse": bool(resolved["inverse"]), "seed": resolved["seed"],
@@ -193,7 +193,7 @@ def whole_array(done, sizes: dict) -> da.Array:
     n, m = sizes["n"], sizes["m"]
     real = sizes["half_inverse"]
     dtype = np.dtype(shared.REAL_OF[sizes["dtype"].name]) if real else sizes["dtype"]
-    shape = (n, n) if real else (n, m)
+    shape = (m, n) if real else (n, m)  # irfft2's result is the spectrum seen transposed
     array = da.from_delayed(dask.delayed(operator.getitem)(done, "array"), shape, dtype=dtype,
                             meta=np.empty((0, 0), dtype=dtype))
     return array.rechunk((sizes["row_chunks"][0][0], shape[1]))

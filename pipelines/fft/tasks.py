@@ -64,32 +64,33 @@ def _transform(kind: str, block, axis: int, library: str, threads: int, n=None,
 
 
 def generated(block_info=None, n=1, seed=0, value_type="complex128", real=False,
-              library="numpy"):
-    """Row block of the generated input (see :mod:`pipelines.fft.shared`), in ``value_type``."""
+              library="numpy", q=None):
+    """Row block of the generated n x q input (:mod:`pipelines.fft.shared`), ``value_type``."""
     xp = importlib.import_module(library)
     info = block_info[None]
     (r0, r1), _ = info["array-location"]
-    spec = shared.signal(seed, n, real)
+    q = n if q is None else q
+    spec = shared.signal(seed, n, real, q)
     sequence = np.random.SeedSequence(shared.noise_seed(seed),
                                       spawn_key=(int(info["chunk-location"][0]),))
     rng = generator(library, sequence)
     h = r1 - r0
     # The noise drawn in place: uniform x, scaled to 2 NOISE x here; the - NOISE (1 + i) of
     # NOISE (2 x - 1) rides on the product below as one more rank-one term.
-    drawn = rng.random((h, n) if real else (h, n, 2), dtype=np.float64)
-    out = drawn if real else drawn.view(np.complex128).reshape(h, n)
+    drawn = rng.random((h, q) if real else (h, q, 2), dtype=np.float64)
+    out = drawn if real else drawn.view(np.complex128).reshape(h, q)
     out *= 2 * shared.NOISE
     # The planted sinusoids as one product (rows x K) @ (K x n) of their separable factors,
-    # integer phases taken modulo n first: exact, whatever the size.
+    # integer phases taken modulo n (q) first: exact, whatever the size.
     count = len(spec["u"])
     rows = xp.arange(r0, r1, dtype=np.int64)
-    cols = xp.arange(n, dtype=np.int64)
+    cols = xp.arange(q, dtype=np.int64)
     down = xp.zeros((h, count + 1), dtype=np.complex128)
-    across = xp.ones((count + 1, n), dtype=np.complex128)
+    across = xp.ones((count + 1, q), dtype=np.complex128)
     for j in range(count):
         weight = spec["amplitude"][j] * np.exp(1j * spec["phase"][j])
         down[:, j] = xp.exp((2j * math.pi / n) * ((int(spec["u"][j]) * rows) % n)) * weight
-        across[j] = xp.exp((2j * math.pi / n) * ((int(spec["v"][j]) * cols) % n))
+        across[j] = xp.exp((2j * math.pi / q) * ((int(spec["v"][j]) * cols) % q))
     down[:, count] = -shared.NOISE * (1 if real else 1 + 1j)
     signal = down @ across
     out += signal.real if real else signal
@@ -397,15 +398,15 @@ def _whole_input(plan: dict, xp):
 
     irfft2's input, the half spectrum, as it is stored (not transposed).
     """
-    n, library, source = plan["n"], plan["library"], plan["source"]
-    shape = tuple(source.shape) if source is not None else (n, n)
+    n, q, library, source = plan["n"], plan["q"], plan["library"], plan["source"]
+    shape = tuple(source.shape) if source is not None else (n, q)
     x = xp.empty(shape, dtype=plan["value_type"])
     if source is None:
         def fill(span):
             index, r0, r1 = span
-            info = {None: {"array-location": [(r0, r1), (0, n)], "chunk-location": (index, 0)}}
+            info = {None: {"array-location": [(r0, r1), (0, q)], "chunk-location": (index, 0)}}
             x[r0:r1] = generated(info, n=n, seed=plan["seed"], value_type=plan["value_type"],
-                                 real=plan["real_input"], library=library)
+                                 real=plan["real_input"], library=library, q=q)
         spans = _spans(plan["row_chunks"])
     else:
         def fill(span):
@@ -432,7 +433,8 @@ def whole(plan: dict) -> dict:
     they lie (pocketfft copies a few at a time into its buffers; cuFFT's strided batches), so
     the transpose moves no byte between workers. The input's certificates
     (:func:`line_terms`) and each column block's summary (:func:`summary`) are the slab path's,
-    on the same blocks. ``plan``: n, value_type, dtype, real_input, half_inverse, inverse,
+    on the same blocks. ``plan``: n, q (see :func:`pipelines.fft.layout.layout`), value_type,
+    dtype, real_input, half_inverse, inverse,
     seed, source, row_chunks, col_chunks, threads, library, cells, weights, transform, width,
     keep (return the result array for ``--output``).
 
@@ -440,14 +442,14 @@ def whole(plan: dict) -> dict:
     columns, reduce; each taken once the device is done) and ``array`` (the spectrum, or
     irfft2's result, where ``keep``).
     """
-    library, threads, n = plan["library"], plan["threads"], plan["n"]
+    library, threads, n, q = plan["library"], plan["threads"], plan["n"], plan["q"]
     xp = importlib.import_module(library)
     rows, cols = plan["cells"]
     marks = [_clock(library)]
     x = _whole_input(plan, xp)
     marks.append(_clock(library))
     held = x.T if plan["half_inverse"] else x  # irfft2 holds the half spectrum transposed
-    parts = _each(lambda span, held=held: _input_terms(xp, held[span[1]:span[2]], n,
+    parts = _each(lambda span, held=held: _input_terms(xp, held[span[1]:span[2]], q,
                                                        plan["transform"], len(cols)),
                   _spans(plan["row_chunks"]), threads, library)
     terms = xp.concatenate([t for t, _ in parts])
@@ -459,7 +461,7 @@ def whole(plan: dict) -> dict:
         y = _transform(kind, x, 1, library, threads, overwrite=True)
     del x, held
     y = y.astype(plan["dtype"], copy=False)
-    _row_terms(xp, terms, y.T if plan["half_inverse"] else y, n, cols, plan["inverse"])
+    _row_terms(xp, terms, y.T if plan["half_inverse"] else y, q, cols, plan["inverse"])
     lines = _packed_terms(terms, squares)
     marks.append(_clock(library))
     if plan["half_inverse"]:

@@ -13,6 +13,7 @@ import daskgpu
 from daskgpu.errors import InputFileError, ParameterError
 from daskgpu.toolkit.backends import Backend
 from pipelines.fft import check as fft_check
+from pipelines.fft import layout as fft_layout
 
 SPEC = daskgpu.get_pipeline("fft-pipeline")
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
@@ -25,7 +26,7 @@ def test_a_half_spectrum_transforms_back_to_its_array(cpu_client, tmp_path, n, c
     daskgpu.run("fft-pipeline", client=cpu_client, input=str(tmp_path / "x.npy"), real=True,
                 output=str(tmp_path / "X.npy"))
     result = daskgpu.run("fft-pipeline", client=cpu_client, input=str(tmp_path / "X.npy"),
-                         real=True, inverse=True, chunks=chunks,
+                         real=True, inverse=True, chunks=chunks, shape=(n, n),
                          output=str(tmp_path / "back.npy"))
     assert result.verified, result.verification
     assert result.data["transform"] == "irfft2" and result.data["shape"] == [n, n // 2 + 1]
@@ -72,14 +73,25 @@ def test_every_mutation_of_an_irfft2_result_is_caught(cpu_client, tmp_path, dept
 def test_irfft2_needs_a_half_spectrum_input(tmp_path):
     with pytest.raises(ParameterError, match="irfft2.*--input"):
         SPEC.resolve(CPU2, real=True, inverse=True, size=16)
-    np.save(tmp_path / "square.npy", np.ones((8, 8), dtype=np.complex128))
-    with pytest.raises(InputFileError, match=r"n x \(n/2\+1\).*8 x 5 for n = 8"):
-        SPEC.resolve(CPU2, real=True, inverse=True, input=str(tmp_path / "square.npy"))
+    np.save(tmp_path / "half.npy", np.ones((8, 5), dtype=np.complex128))
+    half = str(tmp_path / "half.npy")
+    with pytest.raises(InputFileError, match=r"--shape 8,12 \(irfft2's result\) needs the 8 x 7"):
+        SPEC.resolve(CPU2, real=True, inverse=True, input=half, shape=(8, 12))
+    with pytest.raises(InputFileError, match=r"--shape 9,8 .* needs the 9 x 5"):
+        SPEC.resolve(CPU2, real=True, inverse=True, input=half, shape=(9, 8))
+    np.save(tmp_path / "one.npy", np.ones((8, 1), dtype=np.complex128))
+    with pytest.raises(InputFileError, match="give the result's shape with --shape"):
+        SPEC.resolve(CPU2, real=True, inverse=True, input=str(tmp_path / "one.npy"))
     np.save(tmp_path / "flat.npy", np.ones(9, dtype=np.complex128))
     with pytest.raises(InputFileError, match="2 axes"):
         SPEC.resolve(CPU2, real=True, inverse=True, input=str(tmp_path / "flat.npy"))
-    np.save(tmp_path / "odd.npy", np.ones((9, 5), dtype=np.complex128))  # n = 9: 9 x 5
-    assert SPEC.resolve(CPU2, real=True, inverse=True, input=str(tmp_path / "odd.npy"))
+    # as numpy.fft.irfft2 reads it: 8 x 8 by default, or the odd 8 x 9 that --shape asks for
+    for shape, columns in ((None, 8), ((8, 9), 9), ((8, 8), 8)):
+        resolved = SPEC.resolve(CPU2, real=True, inverse=True, input=half, shape=shape)
+        assert fft_layout.layout(resolved)["n"] == columns  # the result's columns
+    with pytest.raises(InputFileError, match=r"2 axes"):
+        SPEC.resolve(CPU2, real=True, inverse=True, input=str(tmp_path / "flat.npy"),
+                     shape=(9, 9))
 
 
 def test_cli_irfft2_run_and_bench_agree_with_numpy(tmp_path):

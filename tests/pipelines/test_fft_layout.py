@@ -114,7 +114,7 @@ def test_the_whole_path_inverts_a_half_spectrum(cpu_client, tmp_path, n):
     x = np.random.default_rng(n).standard_normal((n, n))
     np.save(tmp_path / "X.npy", np.fft.rfft2(x))
     result = daskgpu.run("fft-pipeline", client=cpu_client, input=str(tmp_path / "X.npy"),
-                         real=True, inverse=True, chunks=5, layout="whole",
+                         real=True, inverse=True, chunks=5, layout="whole", shape=(n, n),
                          output=str(tmp_path / "back.zarr"))
     assert result.verified and result.data["transform"] == "irfft2", result.verification
     import zarr

@@ -60,7 +60,7 @@ def test_the_stages_give_numpys_transform_on_uneven_blocks(params, transform):
 def test_generated_input_is_the_documented_signal():
     """The run's blocks (outer products) equal the check's (its own sums of waves)."""
     resolved, sizes, x, _, _ = _stages(size=40, chunks=12, seed=7)
-    ctx = {"n": 40, "real": False, "dtype": "complex128", "seed": 7, "source": None,
+    ctx = {"n": 40, "q": 40, "real": False, "dtype": "complex128", "seed": 7, "source": None,
            "library": "numpy", "row_chunks": sizes["row_chunks"][0]}
     again = np.concatenate([fft_check_recompute.input_block(ctx, i) for i in range(4)])
     assert np.abs(x - again).max() < 1e-12
@@ -113,7 +113,7 @@ def test_gpu_branches_draw_reduce_and_check_alike(cupy_stand_in):
     assert isinstance(x, cupy.ndarray) and x.dtype == np.complex128
     host = x.get()
     assert not np.array_equal(host, fft_blocks.generated(info, n=30, seed=5))  # another generator
-    ctx = {"n": 30, "real": False, "dtype": "complex128", "seed": 5, "source": None,
+    ctx = {"n": 30, "q": 30, "real": False, "dtype": "complex128", "seed": 5, "source": None,
            "library": "cupy", "row_chunks": (12, 12, 6)}
     np.testing.assert_allclose(fft_check_recompute.input_block(ctx, 1), host, rtol=0, atol=1e-12)
     assert len(cupy.seeds) == 2 and cupy.seeds[0] == cupy.seeds[1]
@@ -292,8 +292,8 @@ def test_chunks_larger_than_the_array_make_one_slab():
 
 
 @pytest.mark.parametrize(("array", "fragment"), [
-    (np.ones((4, 6)), "square"),
-    (np.ones(16), "square"),
+    (np.ones((4, 6, 2)), "a 2-D array"),
+    (np.ones(16), "a 2-D array"),
     (np.ones((4, 4), dtype=np.int64), "float32 or float64"),
     (np.array([["a", "b"], ["c", "d"]]), "float32 or float64"),
 ])
@@ -416,7 +416,7 @@ def test_the_certificates_on_the_array_module_path(cupy_stand_in):
     np.testing.assert_allclose(packed[0, at:at + 16] + 1j * packed[0, at + 16:at + 32],
                                weights[4:10] @ block.astype(np.complex128), rtol=1e-12)
     # the check's rows of generated data: the whole block drawn (CuPy cannot skip ahead)
-    ctx = {"n": 30, "real": False, "dtype": "complex128", "seed": 5, "source": None,
+    ctx = {"n": 30, "q": 30, "real": False, "dtype": "complex128", "seed": 5, "source": None,
            "library": "cupy", "row_chunks": (12, 12, 6)}
     info = {None: {"array-location": [(12, 24), (0, 30)], "chunk-location": (1, 0)}}
     drawn = fft_blocks.generated(info, n=30, seed=5, library="cupy").get()
@@ -431,7 +431,7 @@ def test_the_certificates_on_the_array_module_path(cupy_stand_in):
 
 def test_the_checks_rows_skip_ahead_in_numpys_generator():
     """NumPy's rows are drawn by advancing to each: the same values as the block drawn whole."""
-    ctx = {"n": 30, "real": True, "dtype": "complex128", "seed": 5, "source": None,
+    ctx = {"n": 30, "q": 30, "real": True, "dtype": "complex128", "seed": 5, "source": None,
            "library": "numpy", "row_chunks": (12, 12, 6)}
     whole = fft_check_recompute.input_block(ctx, 1)
     rows = fft_check_recompute._lines(ctx, 1, np.array([0, 5, 11]), np)
