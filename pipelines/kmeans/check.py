@@ -51,6 +51,7 @@ from daskgpu.toolkit.registry import Mutation, Verification, Workload
 from pipelines.kmeans import check_init as init_checks
 from pipelines.kmeans.check_init import EPS64, LAMBDA, ROUNDS
 from pipelines.kmeans.check_init import near_sets as _near_sets
+from pipelines.kmeans.check_outputs import check_outputs
 from pipelines.kmeans.shared import POINTS, SEPARATION
 
 FALSE_ALARM = 1e-9  # chance that a correct run's centroid falls outside the blob's bound
@@ -67,11 +68,32 @@ def verify(workload: Workload, raw, depth: str = "full") -> Verification:
     """
     from pipelines.kmeans.check_fast import verify_fast  # it builds on this module's rules
 
-    return data_parallel.check_kept_shards(workload.context, verify_fast, _verify_full, raw,
-                                           depth)
+    ctx = workload.context
+    # what this run wrote: the temporaries renamed into place once it has verified
+    written = {name: workload.written(ctx[name]) for name in ("output", "labels")
+               if ctx.get(name) and workload.written(ctx[name]) != ctx[name]}
+
+    def and_outputs(check):
+        def checked(ctx: dict, raw) -> Verification:
+            final: dict = {}
+            verdict = check(ctx, raw, final)
+            if not verdict.ok:
+                return verdict
+            return check_outputs(ctx, raw, written, final, verdict, depth)
+        return checked
+
+    return data_parallel.check_kept_shards(ctx, and_outputs(verify_fast),
+                                           and_outputs(_verify_full), raw, depth)
 
 
-def _verify_full(ctx: dict, raw) -> Verification:
+def redrawn_points(ctx: dict, index: int, start: int, rows: int):
+    """Shard ``index``'s points (rows ``start`` on), drawn or read again the check's way."""
+    return _shard_points(ctx["seed"], index, rows, ctx["clusters"], ctx["features"],
+                         ctx["dtype"], ctx["library"], ctx.get("input"), start)[0]
+
+
+def _verify_full(ctx: dict, raw, final: dict | None = None) -> Verification:
+    """The full check; ``final`` gets what it counted at the final centroids."""
     failure = _check_structure(ctx, raw) or _check_stop(ctx, raw)
     if not failure and ctx["init"] != "random":
         failure = init_checks.check_reported(ctx, raw.get("init"))
@@ -87,6 +109,9 @@ def _verify_full(ctx: dict, raw) -> Verification:
     if found.startswith("centroid"):
         return Verification(False, found)
     iterations = len(trajectory) - 1
+    if final is not None:
+        final.update(counts=totals["counts"][-1], near=totals["near"][-1],
+                     points=float(totals["counts"][-1].sum()))
     after = _lloyd(trajectory[-1], totals, iterations)[0]
     move = float(np.sqrt(((after - trajectory[-1]) ** 2).sum(axis=1)).max())
     return Verification(True, (
@@ -345,7 +370,8 @@ def _check_centres(ctx: dict, final: np.ndarray, totals: dict) -> str:
 
 # ------------------------------------------------------------ the wrong results it must reject
 # Those named ``k-means|| ...`` alter what a k-means|| initialisation reports (``raw["init"]``)
-# and apply to such a run only.
+# and apply to such a run only; those named ``labels: ...`` alter the labels a run with
+# ``--labels`` wrote (through the result's ``edits``, see :mod:`pipelines.kmeans.check_outputs`).
 
 
 def _moved_centroid(raw: dict) -> dict:
@@ -413,6 +439,24 @@ def _unreduced_start(raw: dict) -> dict:
     return {**raw, "centroids": trajectory}
 
 
+def _edited_labels(raw: dict, add: int, step: int, modulo: int) -> dict:
+    """The written labels as if those of every ``step``-th point were ``add`` more."""
+    labels = dict(raw.get("labels") or {})
+    edit = {"start": 0, "stop": int(sum(labels.get("rows", ()))), "step": step, "add": add,
+            "modulo": modulo}
+    return {**raw, "labels": {**labels, "edits": [*labels.get("edits", ()), edit]}}
+
+
+def _moved_labels(raw: dict) -> dict:
+    """Every 997th point labelled with the next centroid."""
+    return _edited_labels(raw, 1, 997, len(raw["counts"]))
+
+
+def _labels_from_one(raw: dict) -> dict:
+    """Every label one more: counted from 1, not 0."""
+    return _edited_labels(raw, 1, 1, 0)
+
+
 # What a failed check's detail names (a regular expression, see Mutation.names).
 NOT_A_FIXED_POINT = r"initial centroid \d+ feature \d+ = \S+, the weighted mean"
 MUTATIONS = (
@@ -425,6 +469,12 @@ MUTATIONS = (
     Mutation("stopped one iteration early", _stopped_early,
              r"iterations stopped after \d+ \(of --max-iter \d+\) with a last centroid shift"),
     Mutation("an initial centroid moved", _moved_start, NOT_A_FIXED_POINT),
+    # --labels only:
+    Mutation("labels: some points labelled with another centroid", _moved_labels,
+             r"--labels \S+: (\d+ points labelled \d+, the last pass counted|row \d+ is "
+             r"labelled \d+, its nearest final centroid is \d+)"),
+    Mutation("labels: counted from 1", _labels_from_one,
+             r"--labels \S+: row \d+ is labelled \d+, outside -1"),
     # k-means|| only (a random initialisation reports no weighed candidates):
     Mutation("k-means|| candidate weight moved to another", _moved_weight,
              r"initial candidate \d+ has weight \d+"),
@@ -438,3 +488,4 @@ MUTATIONS = (
              r"k-means\|\| round \d+: sampling cost \S+ reported"),
 )
 KMEANS_PARALLEL_ONLY = "k-means||"  # the prefix of the mutations that apply to it alone
+LABELS_ONLY = "labels: "  # the prefix of those that apply to a run with --labels alone

@@ -50,8 +50,11 @@ PROBES = 4  # random directions the means are compared along
 PROBE_KEY = 9  # the check's own spawn key: its probes, SeedSequence(seed, (PROBE_KEY,))
 
 
-def verify_fast(ctx: dict, raw) -> Verification:
-    """The fast check of a k-means run (see the module's docstring)."""
+def verify_fast(ctx: dict, raw, final: dict | None = None) -> Verification:
+    """The fast check of a k-means run (see the module's docstring).
+
+    ``final`` gets what it counted at the final centroids (``counts``, ``near``, ``points``).
+    """
     failure = _check_structure(ctx, raw) or _check_stop(ctx, raw)
     chosen = None if failure or ctx["init"] == "random" else raw.get("init")
     plan = _plan(ctx, chosen, 0 if failure else int(raw["iterations"]))
@@ -79,6 +82,9 @@ def verify_fast(ctx: dict, raw) -> Verification:
     if found.startswith("centroid"):
         return Verification(False, found)
     iterations = len(trajectory) - 1
+    if final is not None:
+        final.update(counts=totals["counts"][1], near=totals["near"][1],
+                     points=float(totals["points"]))
     earlier = (spot_checks.detection(plan["pairs_drawn"], plan["pairs_population"],
                                      "cell passes of the earlier iterations")
                if plan["pairs_population"] else "no earlier iterations")

@@ -12,7 +12,9 @@ It stops when no centroid moves more than ``--tol`` or after ``--max-iter`` iter
 With ``--input`` the points are read from a ``.npy`` file or Zarr array instead, each shard a
 range of its rows read on its worker (:mod:`pipelines.kmeans.inputs`). The result reports what the
 initialisation chose (``init``: k-means||'s candidates as global rows, their points, weights,
-sampling rounds and costs), small, so that it can be checked.
+sampling rounds and costs), small, so that it can be checked. With ``--labels`` one more pass
+after the last iteration writes every point's nearest final centroid from where its shard lives
+(:mod:`pipelines.kmeans.labels`).
 :mod:`pipelines.kmeans.check` verifies every iteration on data it draws again its own way.
 """
 
@@ -45,6 +47,8 @@ from pipelines.kmeans.baseline import InProcess, one_process_lloyd
 from pipelines.kmeans.check import MUTATIONS, verify
 from pipelines.kmeans.init import initial_centroids
 from pipelines.kmeans.inputs import make_input_shard, open_input, reader_of
+from pipelines.kmeans.labels import create as create_labels
+from pipelines.kmeans.labels import write_labels
 from pipelines.kmeans.tasks import blob_centres, lloyd, make_shard
 
 CPU_DEFAULT_SAMPLES = 1_000_000
@@ -85,8 +89,12 @@ PARAMS = (
     Param("dtype", choice(("float32", "float64")), "float32", "Element type of the points.",
           "float32|float64", ("float32", "float64")),
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
-    Param("output", output_path((".npy", ".csv")), None, "Write the final centroids to this "
-          ".npy or .csv file.", "PATH"),
+    Param("output", output_path((".npy", ".zarr", ".csv")), None, "Write the final centroids "
+          "to this .npy file or Zarr array (k x features float64) or .csv table (one row per "
+          "centroid).", "PATH"),
+    Param("labels", output_path((".npy", ".zarr")), None, "Write each point's nearest final "
+          "centroid to this .npy file or Zarr array (int32, one per point; -1 for a point with "
+          "a NaN or infinite coordinate).", "PATH"),
     Param("input", optional_path, None, "Cluster the points of this samples x features .npy "
           "file or Zarr array (float32 or float64).", "PATH"),
 )
@@ -195,8 +203,13 @@ def prepare(resolved: Resolved) -> Workload:
     (samples, features), k = shape_of(resolved.values, resolved.inputs), resolved["k"]
     source = resolved.inputs.get("input")
     dtype = np.dtype(resolved["dtype"])
+    outputs, labels = [], None
+    if resolved["labels"] is not None:
+        temporary = output_files.temporary_name(resolved["labels"])
+        outputs.append((temporary, resolved["labels"]))
+        labels = create_labels(resolved["labels"], temporary, samples, sizes[0])
     clustering = (sizes, resolved["seed"], k, resolved["init"], resolved["max_iter"],
-                  resolved["tol"])
+                  resolved["tol"], labels)
     # One task drives the iterations from a worker (the runner computes one collection).
     collection = dask.delayed(data_parallel.drive_on_cluster, pure=False)(run, shards,
                                                                          *clustering)
@@ -220,9 +233,10 @@ def prepare(resolved: Resolved) -> Workload:
                  "k": k, "init": resolved["init"], "max_iter": resolved["max_iter"],
                  "tol": resolved["tol"], "dtype": dtype.name,
                  "library": resolved.backend.array_library, "sizes": sizes,
-                 "output": resolved["output"],
+                 "output": resolved["output"], "labels": resolved["labels"],
                  "input": None if source is None else {"path": source.path,
                                                        "kind": source.kind}},
+        outputs=outputs,
         present=present,
         save=_save if resolved["output"] is not None else None,
     )
@@ -283,6 +297,12 @@ def present(workload: Workload, raw: dict) -> dict:
         "converged": converged,
         "cluster sizes": np.asarray(raw["counts"]),
     })
+    if raw.get("labels") is not None:
+        workload.description.update({
+            "labels": f"{workload.context['labels']}, one more pass of "
+                      f"{raw['labels']['labels_s']:.4g} s",
+            "labels_s": float(raw["labels"]["labels_s"]),
+        })
     return _value(raw)
 
 
@@ -300,9 +320,26 @@ def _value(raw: dict) -> dict:
 
 
 def _save(workload: Workload, value: dict, path: str) -> None:
-    centroids = value["centroids"]
-    output_files.save_table(path, {f"x{f}": centroids[:, f] for f in range(centroids.shape[1])},
-                            like=workload.context["output"])
+    """The final centroids: a plain ``(k, d)`` float64 array (``.npy``, Zarr) or a table.
+
+    As scikit-learn's ``cluster_centers_``: row ``j`` is centroid ``j``, the one ``--labels``
+    calls ``j``. A ``.csv`` table has the columns ``x0 .. x{d-1}``, one row per centroid.
+    """
+    centroids = np.asarray(value["centroids"], dtype=np.float64)
+    target = workload.context["output"].lower()
+    if target.endswith(".csv"):
+        output_files.save_table(path, {f"x{f}": centroids[:, f]
+                                       for f in range(centroids.shape[1])}, like=target)
+        return
+    with output_files.atomic(path) as temporary:
+        if target.endswith(".zarr"):
+            import zarr
+
+            zarr.open_array(temporary, mode="w", shape=centroids.shape, chunks=centroids.shape,
+                            dtype="float64")[...] = centroids
+        else:
+            with open(temporary, "wb") as f:
+                np.save(f, centroids)
 
 
 def _sparkline(values) -> str:
@@ -313,11 +350,15 @@ def _sparkline(values) -> str:
     return f"{line} {values[0]:.6g} to {values[-1]:.6g}"
 
 
-def run(client, shards, sizes, seed: int, k: int, init: str, max_iter: int, tol: float) -> dict:
+def run(client, shards, sizes, seed: int, k: int, init: str, max_iter: int, tol: float,
+        labels: dict | None = None) -> dict:
     """The initial centroids, then :func:`lloyd` (the loop a run's compute times).
 
     :func:`lloyd`'s result, with ``init_s`` and ``init`` (the candidates the initialisation
-    chose from, see :func:`pipelines.kmeans.init.initial_centroids`).
+    chose from, see :func:`pipelines.kmeans.init.initial_centroids`); with ``labels`` (where
+    to write them, see :func:`pipelines.kmeans.labels.create`), one more pass writes every
+    point's label there and ``labels`` says what it wrote
+    (:func:`pipelines.kmeans.labels.write_labels`).
     """
     began = time.perf_counter()
     start, chosen = initial_centroids(client, shards, sizes, seed, k, init)
@@ -325,4 +366,6 @@ def run(client, shards, sizes, seed: int, k: int, init: str, max_iter: int, tol:
     out["init_s"] = (time.perf_counter() - began - sum(out["step_s"])
                      - out.get("cells_s", 0.0))
     out["init"] = chosen
+    if labels is not None:
+        out["labels"] = write_labels(client, shards, sizes, out["centroids"][-1], labels)
     return out

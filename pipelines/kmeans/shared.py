@@ -82,3 +82,20 @@ def lloyd_cell_rows(samples: int, k: int, features: int, sets: int) -> int:
     per_cell = max(1, sets) * k * (features + 2)
     cells = max(1, min(LLOYD_CELLS, LLOYD_ENTRIES // per_cell))
     return max(MIN_CELL_ROWS, -(-samples // cells))
+
+
+#: ``--labels``: one int32 per point, the index of its nearest final centroid, and this for a
+#: point with a NaN or infinite coordinate (which no centroid counts).
+NO_LABEL = -1
+#: Cells of the ``--labels`` check (consecutive points of a shard, the last cell of each shard
+#: shorter): at most ``LABEL_CELLS`` of them, at least ``MIN_CELL_ROWS`` points each.
+LABEL_CELLS = 4096
+
+
+def label_cell_rows(samples: int) -> int:
+    """Points of one cell of the ``--labels`` check of ``samples`` points.
+
+    >>> label_cell_rows(10**8), label_cell_rows(8_000)
+    (24415, 256)
+    """
+    return max(MIN_CELL_ROWS, -(-samples // LABEL_CELLS))
