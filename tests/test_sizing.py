@@ -43,3 +43,18 @@ def test_rows_beyond_what_the_gpus_hold_are_refused_naming_what_fits():
     # Two GPUs hold twice the rows; CPU workers are not bounded here.
     sizing.refuse_held_beyond_memory(_gpus(80 * GB, 80 * GB), "--samples", 20_000_000, row, "x")
     sizing.refuse_held_beyond_memory(backends.get("cpu"), "--samples", 10**12, row, "x")
+
+
+def test_kmeans_defaults_fit_the_gpu_and_too_many_points_are_refused():
+    """kmeans keeps its points on the GPUs for every iteration: sized and refused from them."""
+    import daskgpu
+
+    spec = daskgpu.get_pipeline("kmeans-pipeline")
+    small = _gpus(16 * GB)  # 100 M x 32 float32 points (12.8 GB) would not fit with the rest
+    chosen = spec.resolve(small).values["samples"]
+    assert chosen == int(0.25 * 16 * GB // (32 * 4)) < 100_000_000
+    assert spec.resolve(_gpus(141 * GB)).values["samples"] == 100_000_000  # the target size
+    with pytest.raises(ParameterError, match=r"--samples 100000000: 12\.8 GB of float32 points "
+                                             r"per GPU.*give --samples 75000000 or fewer"):
+        spec.resolve(small, samples=100_000_000)
+    spec.resolve(_gpus(16 * GB, 16 * GB), samples=100_000_000)  # two GPUs hold it

@@ -64,7 +64,7 @@ def held_rows_limit(backend, row_bytes: int) -> int | None:
 
 
 def refuse_held_beyond_memory(backend, option: str, rows: int, row_bytes: int,
-                              what: str) -> None:
+                              what: str, remedy: str | None = None) -> None:
     """Refuse, in one line, more rows than the selected GPUs can keep for the whole run.
 
     Parameters
@@ -78,6 +78,9 @@ def refuse_held_beyond_memory(backend, option: str, rows: int, row_bytes: int,
         Bytes one row takes on a GPU.
     what : str
         What is kept, for the message (``"float32 features"``).
+    remedy : str, optional
+        What would work, for the message; ``{most}`` is the most rows that fit. Default:
+        ``give OPTION {most} or fewer, or more GPUs``.
 
     Raises
     ------
@@ -91,7 +94,7 @@ def refuse_held_beyond_memory(backend, option: str, rows: int, row_bytes: int,
     per_gpu = rows * row_bytes / gpus / 1e9
     memory = min(d.memory_total for d in backend.devices) / 1e9
     share = float(daskgpu_config.get("gpu.held-memory-fraction"))
+    remedy = (remedy or f"give {option} {{most}} or fewer, or more GPUs").format(most=most)
     raise ParameterError(
         f"{option} {rows}: {per_gpu:.3g} GB of {what} per GPU, kept for the whole run, where "
-        f"{share:g} of a {memory:.3g} GB GPU's memory is the most that fits; give {option} "
-        f"{most} or fewer, or more GPUs")
+        f"{share:g} of a {memory:.3g} GB GPU's memory is the most that fits; {remedy}")

@@ -27,7 +27,7 @@ import dask
 import numpy as np
 
 from daskgpu.errors import ParameterError
-from daskgpu.toolkit import data_parallel
+from daskgpu.toolkit import data_parallel, sizing
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.numeric import shard_sizes
 from daskgpu.toolkit.params import (
@@ -123,13 +123,16 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
             if values[name] is None:
                 values[name] = default
         if values["samples"] is None:
-            values["samples"] = GPU_DEFAULT_SAMPLES if backend.is_gpu else CPU_DEFAULT_SAMPLES
+            row = values["features"] * np.dtype(values["dtype"]).itemsize
+            values["samples"] = sizing.default_rows(backend, row, CPU_DEFAULT_SAMPLES,
+                                                    GPU_DEFAULT_SAMPLES)
         if values["k"] is None:
             values["k"] = values["clusters"]
         if values["clusters"] > MAX_CLUSTERS:
             raise ParameterError(f"--clusters {values['clusters']}: at most {MAX_CLUSTERS} "
                                  "blobs")
     samples, features = shape_of(values, inputs)
+    _refuse_beyond_device_memory(backend, values, inputs, samples, features)
     k = values["k"]
     if k > samples:
         raise ParameterError(f"--k {k}: more centroids than the {samples} points; give --k "
@@ -146,6 +149,15 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     data_parallel.checked_rows_per_shard(values["chunks"], samples, features, values["dtype"],
                                          backend, rows="points", each="iteration")
     return values, inputs
+
+
+def _refuse_beyond_device_memory(backend, values, inputs, samples: int, features: int) -> None:
+    """The points stay on the GPUs for every iteration: refuse more than they hold."""
+    dtype = np.dtype(inputs["input"].dtype if inputs else values["dtype"])
+    option = f"--input {inputs['input'].path}:" if inputs else "--samples"
+    remedy = ("cluster a subset of at most {most} points, or use more GPUs" if inputs else None)
+    sizing.refuse_held_beyond_memory(backend, option, samples, features * dtype.itemsize,
+                                     f"{dtype.name} points", remedy)
 
 
 def shape_of(values, inputs) -> tuple[int, int]:
