@@ -176,12 +176,26 @@ def _default(name: str):
 
 
 def warm_up(backend_name: str) -> None:
-    """On a CPU worker as it starts: load the kernel's twin for both float dtypes."""
-    if backend_name == "cpu":
-        from daskgpu.kernels.kmeans import kmeans_pass
+    """On a worker as it starts: the kernels for both float dtypes, so no run compiles them.
 
+    CPU workers load the twin from Numba's cache. GPU workers compile the CUDA kernels (or load
+    them from the cache) by running them on small CuPy arrays: the Lloyd pass for the default
+    features and k, and k-means||'s counts-and-cost kernel for the default features (the
+    device kernels are specialised by those; other sizes compile in their first run).
+    """
+    from daskgpu.kernels.kmeans import kmeans_counts_cost, kmeans_pass
+
+    if backend_name == "cpu":
         for dtype in (np.float32, np.float64):
             kmeans_pass(np.zeros((4, 2), dtype), np.ones((2, 2)))
+        return
+    import cupy
+
+    centroids = np.ones((DEFAULT_CLUSTERS, DEFAULT_FEATURES))
+    for dtype in (np.float32, np.float64):
+        points = cupy.zeros((64, DEFAULT_FEATURES), dtype)
+        kmeans_pass(points, centroids)
+        kmeans_counts_cost(points, centroids)
 
 
 def baseline(resolved: Resolved) -> tuple[float, dict]:
