@@ -58,3 +58,17 @@ def test_kmeans_defaults_fit_the_gpu_and_too_many_points_are_refused():
                                              r"per GPU.*give --samples 75000000 or fewer"):
         spec.resolve(small, samples=100_000_000)
     spec.resolve(_gpus(16 * GB, 16 * GB), samples=100_000_000)  # two GPUs hold it
+
+
+def test_train_defaults_fit_the_gpu_and_too_many_rows_are_refused():
+    """train keeps its shards (features and labels) on the GPUs for every step."""
+    import daskgpu
+
+    spec = daskgpu.get_pipeline("train-pipeline")
+    row = 784 * 4 + 8
+    small = _gpus(80 * GB)  # 20 M x 784 float32 rows (62.7 GB) would not fit with the rest
+    assert spec.resolve(small).values["samples"] == int(0.25 * 80 * GB // row) < 20_000_000
+    assert spec.resolve(_gpus(141 * GB, 141 * GB)).values["samples"] == 20_000_000
+    with pytest.raises(ParameterError, match=r"--samples 20000000: 62\.9 GB of float32 rows and "
+                                             r"their labels per GPU.*give --samples \d+ or fewer"):
+        spec.resolve(small, samples=20_000_000)

@@ -24,7 +24,7 @@ import dask
 import numpy as np
 
 from daskgpu.errors import ParameterError
-from daskgpu.toolkit import data_parallel
+from daskgpu.toolkit import data_parallel, sizing
 from daskgpu.toolkit.numeric import shard_sizes
 from daskgpu.toolkit.params import (
     Param,
@@ -146,11 +146,14 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     if values["input"] is not None or values["labels"] is not None:
         inputs = open_inputs(values, _default("dtype"), PARAMS)
     else:
-        if values["samples"] is None:
-            values["samples"] = GPU_DEFAULT_SAMPLES if backend.is_gpu else CPU_DEFAULT_SAMPLES
         if values["features"] is None:
             values["features"] = DEFAULT_FEATURES
-    samples, features, _rows = shape_of(values, inputs)
+        if values["samples"] is None:
+            values["samples"] = sizing.default_rows(
+                backend, _row_bytes(values["features"], values["dtype"]), CPU_DEFAULT_SAMPLES,
+                GPU_DEFAULT_SAMPLES)
+    samples, features, rows = shape_of(values, inputs)
+    _refuse_beyond_device_memory(backend, values, inputs, rows or samples, features)
     if values["batch_size"] is not None and values["batch_size"] > samples:
         raise ParameterError(f"--batch-size {values['batch_size']}: over the {samples} training "
                              f"rows; give at most {samples} (or leave it out: full batches)")
@@ -166,6 +169,20 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     data_parallel.checked_rows_per_shard(values["chunks"], samples, features, values["dtype"],
                                          backend, rows="rows", each="step")
     return values, inputs
+
+
+def _row_bytes(features: int, dtype) -> int:
+    """Bytes one row keeps on a worker for the whole run: its features and its label."""
+    return features * np.dtype(dtype).itemsize + np.dtype(np.int64).itemsize
+
+
+def _refuse_beyond_device_memory(backend, values, inputs, rows: int, features: int) -> None:
+    """The shards stay on the GPUs for every step: refuse more rows than they hold."""
+    dtype = np.dtype(inputs["input"].dtype if "input" in inputs else values["dtype"])
+    option = f"--input {inputs['input'].path}:" if "input" in inputs else "--samples"
+    remedy = "train on a subset of at most {most} rows, or use more GPUs" if inputs else None
+    sizing.refuse_held_beyond_memory(backend, option, rows, _row_bytes(features, dtype),
+                                     f"{dtype.name} rows and their labels", remedy)
 
 
 def shape_of(values, inputs) -> tuple[int, int, int | None]:

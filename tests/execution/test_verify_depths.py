@@ -33,6 +33,8 @@ WITH_OUTPUT = {
     "pca-pipeline": ({"samples": 3_000, "features": 16, "components": 4, "chunks": 700,
                       "seed": 9}, "components.csv"),
     "fft-pipeline": ({"size": 96, "chunks": 40, "seed": 9}, "spectrum.npy"),
+    "train-pipeline": ({"samples": 4_000, "features": 16, "steps": 3, "chunks": 1_000,
+                        "seed": 3}, "weights.npz"),
 }
 
 
