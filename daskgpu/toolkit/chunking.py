@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import dask.array as da
 import numpy as np
 from dask.utils import parse_bytes
 
@@ -34,6 +33,8 @@ def auto_chunks(shape: tuple[int, ...], itemsize: int, backend) -> tuple[int, ..
     nbytes = math.prod(shape) * itemsize
     row_bytes = nbytes // max(1, shape[0])
     if row_bytes > limit:  # one row is too big: let dask split every axis
+        import dask.array as da  # only here: checking a layout (every run's) loads no dask.array
+
         return tuple(c[0] for c in da.core.normalize_chunks("auto", shape, limit=limit,
                                                             dtype=f"f{itemsize}"))
     blocks = max(slots, math.ceil(nbytes / limit))
