@@ -106,6 +106,29 @@ def in_process_client():
         yield sessions.for_client(client)
 
 
+def cli_with_plugin_no_cluster(folder, module: str, *args):
+    """The command line with the plugin ``module`` (its package in ``folder``) registered, in a
+    subprocess where starting a cluster exits 99: what is refused before any cluster starts."""
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import sys
+        sys.argv = ["daskgpu", *{list(args)!r}]
+        import {module}
+        from daskgpu.clusters import session
+        def started(*args, **kwargs):
+            print("a cluster was started", file=sys.stderr)
+            sys.exit(99)
+        session.start = started
+        from daskgpu.cli.commands import entry
+        entry()
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(ROOT)]))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120, cwd=ROOT)
+
+
 def run_cli(*args, env=None, timeout=180, cwd=None):
     """Run ``python cli.py ARGS`` in a subprocess; return the CompletedProcess."""
     import subprocess

@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
-import textwrap
 import types
 
 import dask
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, cli_with_plugin_no_cluster
 
 import daskgpu
 from daskgpu.data import synthetic
@@ -175,21 +173,7 @@ def test_a_result_without_a_row_per_data_row_fails(session):
 
 def _cli(*args):
     """The command line with the example registered, where starting a cluster exits 99."""
-    code = textwrap.dedent(f"""
-        import sys
-        sys.argv = ["daskgpu", *{list(args)!r}]
-        import threshold_count.pipeline
-        from daskgpu.clusters import session
-        def started(*args, **kwargs):
-            print("a cluster was started", file=sys.stderr)
-            sys.exit(99)
-        session.start = started
-        from daskgpu.cli.commands import entry
-        entry()
-    """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(EXAMPLE), str(ROOT)]))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=120, cwd=ROOT)
+    return cli_with_plugin_no_cluster(EXAMPLE, "threshold_count.pipeline", *args)
 
 
 def test_bad_data_options_are_one_line_and_exit_2_before_any_cluster(tmp_path):

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT
+from conftest import ROOT, cli_with_plugin_no_cluster
 
 import daskgpu
 from daskgpu.errors import InputFileError, ParameterError
@@ -156,21 +154,7 @@ def test_fast_samples_keys_with_the_promise_stated(session):
 
 def _cli(*args):
     """The command line with the example registered, where starting a cluster exits 99."""
-    code = textwrap.dedent(f"""
-        import sys
-        sys.argv = ["daskgpu", *{list(args)!r}]
-        import top_values.pipeline
-        from daskgpu.clusters import session
-        def started(*args, **kwargs):
-            print("a cluster was started", file=sys.stderr)
-            sys.exit(99)
-        session.start = started
-        from daskgpu.cli.commands import entry
-        entry()
-    """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(EXAMPLE), str(ROOT)]))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=120, cwd=ROOT)
+    return cli_with_plugin_no_cluster(EXAMPLE, "top_values.pipeline", *args)
 
 
 def test_bad_data_options_are_one_line_and_exit_2_before_any_cluster(tmp_path):

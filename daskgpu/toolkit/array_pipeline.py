@@ -220,6 +220,16 @@ def every_tenth_row_changed() -> Mutation:
 # --------------------------------------------------------------------------- the decorator
 
 
+def named_like(prepare: Callable, build: Callable) -> None:
+    """Give the generated ``prepare`` the module, name and docstring of the user's ``build``.
+
+    The registry tells a definition run again (a notebook cell) from another module claiming
+    the name by the function's module and name: those of ``build``.
+    """
+    prepare.__module__, prepare.__qualname__ = build.__module__, build.__qualname__
+    prepare.__name__, prepare.__doc__ = build.__name__, build.__doc__
+
+
 def one_check(check) -> Callable[..., Verification]:
     """``check`` as one ``verify``: a callable as it is, a sequence through ``all_of``."""
     if callable(check):
@@ -348,10 +358,7 @@ def array_pipeline(
                 present=present or present_json_ready,
             )
 
-        # The registry tells a definition run again (a notebook cell) from another module
-        # claiming the name by the function's module and name: those of ``build``.
-        prepare.__module__, prepare.__qualname__ = build.__module__, build.__qualname__
-        prepare.__name__, prepare.__doc__ = build.__name__, build.__doc__
+        named_like(prepare, build)
         return registry.pipeline(
             name, summary, every, verify,
             settle=_settler(name, every, len(shape), dtypes),

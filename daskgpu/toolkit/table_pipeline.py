@@ -37,7 +37,7 @@ import pandas as pd
 from daskgpu.data import table_input
 from daskgpu.errors import ParameterError
 from daskgpu.toolkit import backends, chunking, registry
-from daskgpu.toolkit.array_pipeline import LIST_LIMIT, json_ready, one_check
+from daskgpu.toolkit.array_pipeline import LIST_LIMIT, json_ready, named_like, one_check
 from daskgpu.toolkit.params import (
     Param,
     non_negative_int,
@@ -385,8 +385,7 @@ def table_pipeline(
                 present=present or present_table,
             )
 
-        prepare.__module__, prepare.__qualname__ = build.__module__, build.__qualname__
-        prepare.__name__, prepare.__doc__ = build.__name__, build.__doc__
+        named_like(prepare, build)
         return registry.pipeline(
             name, summary, every, verify, settle=_settler(every, columns), baseline=baseline,
             mutations=tuple(mutations or ()), warm_up=warm_up,
