@@ -74,6 +74,15 @@ def _cupy_asarray(block):
     return cupy.asarray(block)
 
 
+def array_module(backend_name: str):
+    """The array library of workers of the backend called ``backend_name``: CuPy or NumPy.
+
+    For a pipeline's code that runs on a worker of a known backend (its warm-up), so that the
+    pipeline itself names no GPU library.
+    """
+    return importlib.import_module("cupy" if backend_name == "gpu" else "numpy")
+
+
 def to_host(value):
     """Move a computed result (CuPy/cuDF/NumPy/pandas/scalar, or a dict of them) to the host.
 

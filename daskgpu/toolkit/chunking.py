@@ -165,7 +165,8 @@ def worker_memory(backend) -> int:
 def check_declared(values, backend) -> None:
     """:func:`check_blocks` for any pipeline that declares an array's ``shape`` and ``chunks``.
 
-    Applied to every pipeline as its parameters are resolved: a plugin written with the
+    Applied to every plugin (the built-ins check their own layouts) as its parameters are
+    resolved: a plugin written with the
     low-level ``daskgpu.pipeline`` whose parameters are named ``shape`` (a tuple of sizes, as
     :func:`daskgpu.toolkit.array_pipeline.array_shape` parses it) and ``chunks`` (the
     :func:`daskgpu.toolkit.params.chunks` parser's value), with an optional ``dtype``, is
@@ -174,9 +175,9 @@ def check_declared(values, backend) -> None:
     shape, chunks = values.get("shape"), values.get("chunks")
     if not (isinstance(shape, tuple) and shape and all(isinstance(n, int) for n in shape)):
         return
-    if not (chunks == "auto" or (isinstance(chunks, tuple) and
-                                 all(isinstance(c, int) for c in chunks))):
-        return
+    if not (chunks == "auto" or (isinstance(chunks, tuple) and len(chunks) in (1, len(shape))
+                                 and all(isinstance(c, int) for c in chunks))):
+        return  # not one block size, or one per axis: a layout of another meaning
     try:
         itemsize = np.dtype(values.get("dtype") or "float64").itemsize
     except TypeError:

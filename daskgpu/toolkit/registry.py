@@ -192,9 +192,10 @@ class Pipeline:
         if self.settle is not None:
             with pipeline_code(self.name, "settle"):
                 values, inputs = self.settle(backend, values)
-        from daskgpu.toolkit import chunking  # loads dask: not at import
+        if not self.prepare.__module__.startswith("pipelines."):  # built-ins check their own
+            from daskgpu.toolkit import chunking
 
-        chunking.check_declared(values, backend)
+            chunking.check_declared(values, backend)
         # Generated data gets a seed (drawn, and reported); data read from an input has none.
         if "seed" in values and values["seed"] is None and values.get("input") is None:
             values["seed"] = fresh_seed()

@@ -37,18 +37,21 @@ def default_rows(backend, row_bytes: int, cpu_default: int, gpu_most: int | None
     row_bytes : int
         Bytes one row takes on a GPU, all that the run keeps of it.
     cpu_default : int
-        The default on CPU workers (and on GPUs whose memory is unknown).
+        The default on CPU workers.
     gpu_most : int, optional
-        An upper bound on GPUs (the size a benchmark target names).
+        An upper bound on GPUs (the size a benchmark target names), and the default on GPUs
+        whose memory is not known (``cpu_default`` where not given).
 
     Returns
     -------
     int
         At least 1.
     """
-    memory = _smallest_times_count(backend)
-    if not memory:
+    if not backend.is_gpu:
         return cpu_default
+    memory = _smallest_times_count(backend)
+    if not memory:  # GPUs whose memory is not known (an external cluster's): their target size
+        return gpu_most or cpu_default
     share = float(daskgpu_config.get("gpu.default-memory-fraction"))
     rows = max(1, int(share * memory // row_bytes))
     return min(rows, gpu_most) if gpu_most else rows

@@ -19,7 +19,7 @@ from daskgpu import config as daskgpu_config
 from daskgpu.data import array_input, synthetic
 from daskgpu.errors import ParameterError
 from daskgpu.kernels.histogram import histogram
-from daskgpu.toolkit import chunking
+from daskgpu.toolkit import backends, chunking
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.params import (
@@ -157,9 +157,7 @@ def warm_up(backend_name: str) -> None:
     CPU workers load the twin from Numba's cache; GPU workers compile the CUDA kernel (or load
     it from the cache) by running it on a small CuPy array, as a run's blocks call it.
     """
-    xp = np
-    if backend_name == "gpu":
-        import cupy as xp
+    xp = backends.array_module(backend_name)
     for dtype in (np.float64, np.float32):
         histogram(xp.linspace(0, 1, 64, dtype=dtype), 0.0, 1.0, 4)
 

@@ -27,7 +27,7 @@ import dask
 import numpy as np
 
 from daskgpu.errors import ParameterError
-from daskgpu.toolkit import data_parallel, sizing
+from daskgpu.toolkit import backends, data_parallel, sizing
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.numeric import shard_sizes
 from daskgpu.toolkit.params import (
@@ -189,11 +189,10 @@ def warm_up(backend_name: str) -> None:
         for dtype in (np.float32, np.float64):
             kmeans_pass(np.zeros((4, 2), dtype), np.ones((2, 2)))
         return
-    import cupy
-
+    xp = backends.array_module(backend_name)
     centroids = np.ones((DEFAULT_CLUSTERS, DEFAULT_FEATURES))
     for dtype in (np.float32, np.float64):
-        points = cupy.zeros((64, DEFAULT_FEATURES), dtype)
+        points = xp.zeros((64, DEFAULT_FEATURES), dtype)
         kmeans_pass(points, centroids)
         kmeans_counts_cost(points, centroids)
 

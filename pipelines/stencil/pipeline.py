@@ -31,7 +31,7 @@ import numpy as np
 from daskgpu import config as daskgpu_config
 from daskgpu.errors import ParameterError
 from daskgpu.kernels.stencil import heat_step_numpy, heat_steps_in_place
-from daskgpu.toolkit import chunking
+from daskgpu.toolkit import backends, chunking
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.params import (
     Param,
@@ -148,9 +148,7 @@ def warm_up(backend_name: str) -> None:
     CPU workers load the twin from Numba's cache; GPU workers compile the CUDA kernel (or load
     it from the cache) by running it on a small CuPy grid, as a run's blocks call it.
     """
-    xp = np
-    if backend_name == "gpu":
-        import cupy as xp
+    xp = backends.array_module(backend_name)
     for dtype in (np.float64, np.float32):
         grid = xp.zeros((8, 8), dtype)
         heat_steps_in_place(grid, xp.empty_like(grid), 0.1, 2)

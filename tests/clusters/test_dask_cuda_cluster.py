@@ -26,12 +26,14 @@ WITH_MIG = {"gpus": [TWO_GPUS["gpus"][0],
 PROBE = """
 import json, os, sys
 import daskgpu
+import daskgpu.clusters.cuda_probe
 import daskgpu.clusters.devices
 import daskgpu.toolkit.backends
 from daskgpu.errors import DaskGPUError
 
 daskgpu.toolkit.backends.gpu_stack_missing = lambda: []
 daskgpu.clusters.devices.cuda_driver_problem = lambda: None  # as if libcuda loaded
+daskgpu.clusters.cuda_probe.check_kernel_launch = lambda client: None  # no kernel can run here
 
 
 def handed():
