@@ -40,7 +40,9 @@ def input_array(resolved: Resolved, sizes: dict) -> da.Array:
     if source is not None:
         x = array_input.to_dask(source, sizes["row_chunks"], backend).astype(value_type)
         # on a device, the stage is done once its copies are
+        # meta given: inferred, the device wait would run in the client (a CUDA context there)
         return x if not backend.is_gpu else x.map_blocks(tasks.settled, dtype=x.dtype,
+                                                         meta=x._meta,
                                                          library=backend.array_library)
     return da.map_blocks(
         tasks.generated, chunks=sizes["row_chunks"], dtype=value_type,
