@@ -222,7 +222,7 @@ FUNCTIONS = (
     "take_along_axis", "bincount", "where", "einsum", "concatenate", "stack", "flatnonzero",
     "nonzero", "partition", "sort", "argsort", "moveaxis", "dot", "matmul", "sum", "cumsum",
     "searchsorted", "clip", "ascontiguousarray", "unique", "count_nonzero", "diff", "any", "all",
-    "argpartition", "conj", "sin", "cos",
+    "argpartition", "conj", "sin", "cos", "transpose",
 )
 CONSTANTS = ("inf", "nan", "pi", "newaxis", "float16", "float32", "float64", "complex64",
              "complex128", "int8", "int16", "int32", "int64", "uint8", "uint32", "uint64",

@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
+import tempfile
 
 import dask
 import numpy as np
 
 from daskgpu.data import array_input
 from daskgpu.errors import InputFileError, ParameterError
+from daskgpu.toolkit import backends, registry
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.params import (
@@ -51,6 +54,7 @@ from daskgpu.toolkit.timing import timed
 from pipelines.fft import SUMMARY, shared
 from pipelines.fft import layout as fft_layout
 from pipelines.fft import stages as fft_stages
+from pipelines.fft import tasks as fft_tasks
 from pipelines.fft.check import MUTATIONS, verify
 
 DTYPES = ("complex128", "complex64")
@@ -277,6 +281,41 @@ def _graph(resolved: Resolved, sizes: dict, certify: dict) -> tuple[dict, object
     return parts, fft_stages.written(spectrum_t, sizes)
 
 
+# The warm-up's arrays: WARM_UP_SIDE x WARM_UP_SIDE, in two slabs (each task of the slab path).
+WARM_UP_SIDE = 8
+
+
+def warm_up(backend_name: str) -> None:
+    """On a worker as it starts: a GPU's transforms and kernels made once, so no run makes them.
+
+    GPU workers run a tiny run's own tasks (:func:`prepare`'s graph, computed here) for each
+    transform (fft2, ifft2, rfft2, irfft2 of a half spectrum read from a file), each complex
+    type and both layouts (slabs: the input's draw, row and column transforms, the transpose's
+    pieces, the certificates and summaries; whole: :func:`pipelines.fft.tasks.whole`). That
+    loads cuFFT and cuBLAS and compiles CuPy's elementwise and reduction kernels for every
+    element type a run uses; the tasks let go of the tiny cuFFT plans they made, as a run's do.
+    CPU workers have nothing to compile (``scipy.fft`` is compiled ahead).
+    """
+    if backend_name != "gpu":
+        return
+    backend = backends.get(backend_name)
+    spec = registry.get("fft-pipeline")
+    side = WARM_UP_SIDE
+    with tempfile.TemporaryDirectory(prefix="daskgpu-fft-warm-up-") as folder:
+        for dtype in DTYPES:
+            half = os.path.join(folder, f"half-{dtype}.npy")
+            np.save(half, np.ones((side, side // 2 + 1), dtype))
+            for transform in ({}, {"inverse": True}, {"real": True},
+                              {"inverse": True, "real": True, "input": half}):
+                shape = None if "input" in transform else (side, side)
+                for layout in ("slabs", "whole"):
+                    resolved = spec.resolve(backend, shape=shape, chunks=side // 2, seed=0,
+                                            dtype=dtype, layout=layout, **transform)
+                    workload = spec.workload(backend, resolved)
+                    dask.compute(workload.collection, scheduler="sync")
+    fft_tasks.release_plans(backend.array_library)
+
+
 @pipeline(
     "fft-pipeline",
     SUMMARY,
@@ -285,6 +324,7 @@ def _graph(resolved: Resolved, sizes: dict, certify: dict) -> tuple[dict, object
     settle=settle,
     baseline=baseline,
     mutations=MUTATIONS,
+    warm_up=warm_up,
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy transform, reduced block by block to its summaries (and written)."""

@@ -33,7 +33,7 @@ import numpy as np
 from daskgpu import config as daskgpu_config
 from daskgpu.data import array_input, synthetic
 from daskgpu.errors import ParameterError
-from daskgpu.toolkit import chunking
+from daskgpu.toolkit import backends, chunking, registry
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.numeric import seed_word
@@ -436,8 +436,35 @@ def auto_drive(x, about: dict, resolved: Resolved):
     return drive
 
 
+# The warm-up's arrays: blocks of WARM_UP_ROWS x WARM_UP_FEATURES, two to a run (so that the
+# pairwise combines run too).
+WARM_UP_ROWS, WARM_UP_FEATURES = 8, 4
+
+
+def warm_up(backend_name: str) -> None:
+    """On a worker as it starts: a GPU's libraries and kernels made once, so no run makes them.
+
+    GPU workers compute a tiny run's own graph (:func:`prepare`'s, here) for each method
+    (covariance: the blocks' float64 Gram matrices; exact: their QR and cell certificates;
+    randomized: a power step and the projected QR) and each element type: the device's draw
+    of the blocks, cuBLAS's products and cuSOLVER's QR loaded, and CuPy's elementwise and
+    reduction kernels compiled for every type a run uses (``--method auto`` runs the first two).
+    CPU workers have nothing to compile.
+    """
+    if backend_name != "gpu":
+        return
+    backend = backends.get(backend_name)
+    spec = registry.get("pca-pipeline")
+    for dtype in DTYPES:
+        for method in ("covariance", "exact", "randomized"):
+            resolved = spec.resolve(backend, samples=2 * WARM_UP_ROWS, features=WARM_UP_FEATURES,
+                                    components=2, method=method, power_iters=1,
+                                    chunks=WARM_UP_ROWS, dtype=dtype, seed=0)
+            dask.compute(spec.workload(backend, resolved).collection, scheduler="sync")
+
+
 @pipeline("pca-pipeline", SUMMARY, PARAMS, verify, settle=settle, baseline=baseline,
-          mutations=MUTATIONS)
+          mutations=MUTATIONS, warm_up=warm_up)
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy components: block summaries, their tree, the small SVD or eigh.
 

@@ -20,11 +20,15 @@ accuracy and a seeded sample of the steps themselves, on data it draws again its
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import dask
 import numpy as np
 
+from daskgpu.data import array_input
 from daskgpu.errors import ParameterError
-from daskgpu.toolkit import data_parallel, sizing
+from daskgpu.toolkit import backends, data_parallel, sizing
 from daskgpu.toolkit.numeric import shard_sizes
 from daskgpu.toolkit.params import (
     Param,
@@ -40,6 +44,7 @@ from daskgpu.toolkit.registry import Resolved, Workload, pipeline
 from daskgpu.toolkit.timing import timed
 from pipelines.train import SUMMARY
 from pipelines.train.check import MUTATIONS, verify
+from pipelines.train.hidden import gradient_probes as flat_gradient_probes
 from pipelines.train.hidden import initial_weights, layers
 from pipelines.train.inputs import (
     file_ranges,
@@ -61,7 +66,13 @@ from pipelines.train.shared import (
     parameter_count,
     unpacked,
 )
-from pipelines.train.tasks import make_shard, shard_pass, teacher_weights, train
+from pipelines.train.tasks import (
+    gradient_probes,
+    make_shard,
+    shard_pass,
+    teacher_weights,
+    train,
+)
 
 CPU_DEFAULT_SAMPLES = 1_000_000
 GPU_DEFAULT_SAMPLES = 20_000_000
@@ -244,8 +255,50 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     return seconds, value_of(answer, samples, sum(layout["test"]))
 
 
+# The warm-up's shards: WARM_UP_ROWS rows of WARM_UP_FEATURES features; its hidden layer's width.
+WARM_UP_ROWS, WARM_UP_FEATURES, WARM_UP_HIDDEN = 16, 4, 3
+
+
+def warm_up(backend_name: str) -> None:
+    """On a worker as it starts: a GPU's libraries and kernels made once, so no run makes them.
+
+    GPU workers run the run's own tasks on tiny shards for each element type: a shard drawn
+    (:func:`pipelines.train.tasks.make_shard`), one read from ``.npy`` files
+    (:func:`make_input_shard`) and its held-out part, and on each the steps' passes
+    (:func:`pipelines.train.tasks.shard_pass`: with the gradient and its probes, on all rows
+    and on a mini-batch, then without) of both models, softmax regression and the hidden
+    layer. That loads cuBLAS and compiles CuPy's elementwise and reduction kernels for every
+    type a run uses. CPU workers have nothing to compile.
+    """
+    if backend_name != "gpu":
+        return
+    library = backends.get(backend_name).array_library
+    rows, features, hidden, classes = WARM_UP_ROWS, WARM_UP_FEATURES, WARM_UP_HIDDEN, 2
+    teacher = teacher_weights(0, features, classes)
+    dtypes = next(p.choices for p in PARAMS if p.name == "dtype")
+    for dtype in dtypes:
+        drawn = make_shard(0, TRAIN, 0, rows, features, classes, dtype, library, teacher)
+        with tempfile.TemporaryDirectory(prefix="daskgpu-train-warm-up-") as folder:
+            files = []
+            for name, values in (("x", np.ones((rows, features), dtype)),
+                                 ("y", np.arange(rows) % classes)):
+                files.append(os.path.join(folder, f"{name}.npy"))
+                np.save(files[-1], values)
+            x, y = (reader_of(array_input.open_array(path)) for path in files)
+            read = make_input_shard(x, y, 0, rows, np.array([0]), 0, dtype, library)
+        flat = initial_weights(0, features, hidden, classes, dtype)
+        models = ((np.zeros((features + 1, classes), dtype),
+                   gradient_probes(0, features, classes)),
+                  (layers(flat, features, classes), flat_gradient_probes(0, flat.size)))
+        for shard in (drawn, read, held_out_part(read)):
+            for weights, probes in models:
+                for batch in (None, (0, 0, rows // 2, rows)):
+                    shard_pass(shard, weights, True, library, batch, probes)
+                shard_pass(shard, weights, False, library)
+
+
 @pipeline("train-pipeline", SUMMARY, PARAMS, verify, settle=settle, baseline=baseline,
-          mutations=MUTATIONS)
+          mutations=MUTATIONS, warm_up=warm_up)
 def prepare(resolved: Resolved) -> Workload:
     """Make the shards on the workers (kept there), and build the task that trains on them."""
     client = data_parallel.run_client("train-pipeline")
