@@ -89,7 +89,10 @@ def sample_far(x, candidates: np.ndarray, cost: float, factor: float, seed: int,
         part = x[first:first + SLAB].astype(np.float64)
         near = ((part ** 2).sum(axis=1)[:, None] - 2 * part @ c.T + norms).min(axis=1)
         near = backends.to_host(xp.maximum(near, 0))
-        keep = np.flatnonzero(rng.random(near.shape[0]) < factor * near / cost)
+        # A point with a NaN or infinite coordinate counts nowhere; its distance may be +inf,
+        # which any probability would take. One draw a point all the same, as the check replays.
+        finite = backends.to_host(xp.isfinite(part).all(axis=1))
+        keep = np.flatnonzero((rng.random(near.shape[0]) < factor * near / cost) & finite)
         if cell:  # a point with no finite distance counts nowhere, as in the kernel's cost
             where = (first + np.arange(near.shape[0])) // cell
             costs += np.bincount(where, weights=np.where(np.isfinite(near), near, 0),
