@@ -153,3 +153,85 @@ def test_baseline_runs_on_a_gpu_worker_and_agrees(name):
     (measured,) = outcome.measurements
     assert outcome.backend == "gpu" and measured.verified
     assert measured.baseline_s and measured.baseline_s > 0 and measured.ratio > 0
+
+
+# Device paths covered on CPU through the strict CuPy stand-in (tests/kernels/
+# test_launch_device.py, tests/pipelines/test_kmeans_init_device.py, tests/pipelines/
+# test_gpu_warm_up.py), here with real CuPy on the GPU worker: never in this process.
+
+
+def _on_worker(gpu_client, function):
+    """``function()`` run on the GPU worker; this module's functions are shipped by value
+    (the workers do not import the tests)."""
+    import sys
+
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return gpu_client.submit(function, pure=False).result()
+
+
+def _launch_on_a_stream() -> dict:
+    import cupy
+
+    from daskgpu.kernels import launch
+
+    x = cupy.arange(6, dtype=cupy.float32)
+    with cupy.cuda.Stream(non_blocking=True) as stream:
+        launched_on, current = int(launch.stream_for(x)), stream.ptr
+    viewed = launch.to_numba(x)
+    return {"launched_on": launched_on, "current": current,
+            "same_memory": viewed.__cuda_array_interface__["data"][0] == x.data.ptr,
+            "values": viewed.copy_to_host().tolist()}
+
+
+def test_cupy_arrays_launch_on_cupys_current_stream_in_their_own_memory(gpu_client):
+    seen = _on_worker(gpu_client, _launch_on_a_stream)
+    assert seen["launched_on"] == seen["current"] != 0  # a stream of its own, not the default
+    assert seen["same_memory"] and seen["values"] == [0, 1, 2, 3, 4, 5]
+
+
+def _kmeans_init_steps() -> dict:
+    import cupy
+
+    from pipelines.kmeans import init as kmeans_init
+    from pipelines.kmeans import tasks as kmeans_steps
+
+    host = np.random.default_rng(7).standard_normal((70_000, 4)).astype(np.float32)
+    host[17] = np.nan
+    host[150, 2] = -np.inf
+    arguments = (host[[0, 99]].astype(np.float64), 1.0e5, 40.0, 5, 1, 2)  # over 2 slabs
+    rows = np.array([7, 0, 69_999, 7])
+    return {"device": kmeans_init.sample_far(cupy.asarray(host), *arguments, start=10,
+                                             cell=4096),
+            "numpy": kmeans_init.sample_far(host, *arguments, start=10, cell=4096),
+            "picked": kmeans_steps.pick_rows(cupy.asarray(host), rows),
+            "rows": host[rows].astype(np.float64)}
+
+
+def test_kmeans_parallel_samples_and_picks_device_rows_as_numpy_does(gpu_client):
+    seen = _on_worker(gpu_client, _kmeans_init_steps)
+    (rows, points, costs, kept), want = seen["device"], seen["numpy"]
+    assert all(type(part) is np.ndarray for part in seen["device"])
+    np.testing.assert_array_equal(rows, want[0])
+    np.testing.assert_array_equal(points, want[1])
+    np.testing.assert_allclose(costs, want[2], rtol=1e-9)
+    np.testing.assert_array_equal(kept, want[3])
+    assert len(rows) > 100 and 27 not in rows and 160 not in rows  # non-finite: never
+    np.testing.assert_array_equal(seen["picked"], seen["rows"])
+
+
+def _warm_ups() -> int:
+    import cupy
+
+    from pipelines.fft import pipeline as fft
+    from pipelines.pca import pipeline as pca
+    from pipelines.train import pipeline as train
+
+    for module in (fft, pca, train):
+        module.warm_up("gpu")
+    return cupy.fft.config.get_plan_cache().get_curr_size()
+
+
+def test_fft_pca_and_train_warm_up_on_a_gpu_worker_and_keep_no_plan(gpu_client):
+    assert _on_worker(gpu_client, _warm_ups) == 0
