@@ -203,18 +203,13 @@ def test_fft_warm_up_makes_every_device_call_of_its_runs_for_each_dtype(task_cal
     task_calls.watch(fft_tasks)
     for dtype in _dtypes(fft_pipeline):
         half = tmp_path / f"half-{dtype}.npy"
-        np.save(half, np.full((12, 6), 1 + 1j, dtype))
+        np.save(half, np.full((9, 6), 1 + 1j, dtype))
         for transform in ({}, {"inverse": True}, {"real": True},
                           {"inverse": True, "real": True, "input": str(half)}):
-            shape = None if "input" in transform else (12, 10)
+            shape = None if "input" in transform else (9, 10)  # other sides than the warm-up's
             for layout in ("slabs", "whole"):
                 _computed(spec, shape=shape, chunks=5, seed=3, dtype=dtype, layout=layout,
                           **transform)
-    for dtype in fft_pipeline.INPUT_DTYPES:  # read, then cast to the transform's type
-        path = tmp_path / f"x-{dtype}.npy"
-        np.save(path, np.ones((12, 10), dtype))
-        _computed(spec, input=str(path), chunks=5, seed=3, layout="slabs",
-                  real=np.dtype(dtype).kind == "f")
     _assert_warm_up_covers(fft_pipeline, task_calls.taken(), task_calls)
     cupy = task_calls.cupy
     assert ("fft", "irfft") in cupy.events and ("fft", "rfft") in cupy.events

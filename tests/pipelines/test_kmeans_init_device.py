@@ -108,5 +108,5 @@ def test_a_point_with_an_infinite_coordinate_is_never_sampled(cupy_stand_in, on_
     rows, points, costs, kept = kmeans_init.sample_far(x, candidates, 1.0, 1e6, 3, 0, 0,
                                                        cell=8)
     assert 5 not in rows and np.isfinite(points).all()
-    assert len(rows) == 39 and kept.tolist() == [7, 8, 8, 8, 8]  # every finite point, at this factor
+    assert len(rows) == 39 and kept.tolist() == [7, 8, 8, 8, 8]  # every finite point: factor 1e6
     assert np.isfinite(costs).all()
