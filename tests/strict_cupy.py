@@ -223,6 +223,7 @@ FUNCTIONS = (
     "nonzero", "partition", "sort", "argsort", "moveaxis", "dot", "matmul", "sum", "cumsum",
     "searchsorted", "clip", "ascontiguousarray", "unique", "count_nonzero", "diff", "any", "all",
     "argpartition", "conj", "sin", "cos", "transpose",
+    "take", "tensordot",  # dask.array registers both for CuPy arrays (concatenating blocks)
 )
 CONSTANTS = ("inf", "nan", "pi", "newaxis", "float16", "float32", "float64", "complex64",
              "complex128", "int8", "int16", "int32", "int64", "uint8", "uint32", "uint64",
@@ -241,11 +242,11 @@ def asarray(a, dtype=None):
     return ndarray(np.array(a, dtype=dtype))
 
 
-def array(a, dtype=None, copy=True):
-    """A device copy of ``a`` (host data or a stand-in)."""
+def array(a, dtype=None, copy=True, order="K"):
+    """A device copy of ``a`` (host data or a stand-in), in ``order`` as CuPy's."""
     if isinstance(a, ndarray):
-        return ndarray(a._values.astype(dtype or a.dtype, copy=True))
-    return ndarray(np.array(a, dtype=dtype))
+        return ndarray(a._values.astype(dtype or a.dtype, order=order, copy=True))
+    return ndarray(np.array(a, dtype=dtype, order=order))
 
 
 def asnumpy(a) -> np.ndarray:
