@@ -42,6 +42,17 @@ def no_cuda_context_here():
     assert os.getpid() not in _pids_on_gpu0(), "the test process made a CUDA context"
 
 
+def _on_worker(gpu_client, function, *args):
+    """``function(*args)`` run on the GPU worker, its result here; this module's functions are
+    shipped by value (the workers do not import the tests)."""
+    import sys
+
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return gpu_client.submit(function, *args, pure=False).result()
+
+
 def _describe_block(block) -> dict:
     """On the worker: what a block is, without moving it."""
     return {"module": type(block).__module__.split(".")[0], "dtype": str(block.dtype),
@@ -57,15 +68,13 @@ def test_mean_pipeline_on_gpu_is_verified(gpu_client):
 
 
 def test_gpu_blocks_are_cupy_and_uniform(gpu_client):
-    import cupy
-
     backend = gpu_client.backend
     from daskgpu.data import synthetic
 
     arr = synthetic.uniform((1000, 1000), (500, 1000), "float32", 1, backend)
-    block = gpu_client.persist(arr.blocks[0, 0])
-    seen = gpu_client.submit(_describe_block, block).result()
-    assert seen["module"] == cupy.__name__ and seen["dtype"] == str(np.dtype(np.float32))
+    block = gpu_client.compute(arr.blocks[0, 0])  # a future: the block stays on the worker
+    seen = _on_worker(gpu_client, _describe_block, block)
+    assert seen["module"] == "cupy" and seen["dtype"] == str(np.dtype(np.float32))
     assert 0 <= seen["min"] and seen["max"] < 1
 
 
@@ -157,18 +166,8 @@ def test_baseline_runs_on_a_gpu_worker_and_agrees(name):
 
 # Device paths covered on CPU through the strict CuPy stand-in (tests/kernels/
 # test_launch_device.py, tests/pipelines/test_kmeans_init_device.py, tests/pipelines/
-# test_gpu_warm_up.py), here with real CuPy on the GPU worker: never in this process.
-
-
-def _on_worker(gpu_client, function):
-    """``function()`` run on the GPU worker; this module's functions are shipped by value
-    (the workers do not import the tests)."""
-    import sys
-
-    import cloudpickle
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    return gpu_client.submit(function, pure=False).result()
+# test_gpu_warm_up.py, tests/pipelines/test_matmul_device.py, tests/pipelines/
+# test_train_input_device.py), here with real CuPy on the GPU worker: never in this process.
 
 
 def _launch_on_a_stream() -> dict:
@@ -235,3 +234,69 @@ def _warm_ups() -> int:
 
 def test_fft_pca_and_train_warm_up_on_a_gpu_worker_and_keep_no_plan(gpu_client):
     assert _on_worker(gpu_client, _warm_ups) == 0
+
+
+def _matmul_on_device() -> dict:
+    import cupy
+
+    from daskgpu.toolkit.numeric import CounterGenerator
+    from pipelines.matmul import check as matmul_check
+    from pipelines.matmul import shared as matmul_data
+    from pipelines.matmul import tasks as matmul_tasks
+
+    c = np.random.default_rng(2).standard_normal((12, 4)).astype(np.float32)
+    info = {0: {"array-location": [(13, 25), (5, 9)]}}
+    packing = {"m": 9, "check_seed": 3, "n": 25,
+               "width": 2 + matmul_data.SAMPLED_CELLS + 12 * (1 + matmul_data.NORMAL_VECTORS)}
+    ctx = {"a_chunks": ((20, 20), (15, 15)), "b_chunks": ((15, 15), (10, 10)),
+           "sources": None, "seeds": (5, 6), "library": "cupy", "dtype": "float32"}
+    block_three = np.random.SeedSequence(5, spawn_key=(3,))  # A's block (1, 1), row-major
+    return {"device": matmul_tasks._block_summary(cupy.asarray(c), info, **packing,
+                                                  library="cupy"),
+            "numpy": matmul_tasks._block_summary(c, info, **packing),
+            "drawn": matmul_check.block_of(ctx, 0, (1, 1)),
+            "scheme": CounterGenerator(np, block_three).random((20, 15), dtype="float32")}
+
+
+def test_matmul_block_summary_check_draw_and_one_block_peak_on_a_gpu_worker(gpu_client):
+    import dask
+
+    from pipelines.matmul import peak as matmul_peak
+
+    seen = _on_worker(gpu_client, _matmul_on_device)
+    assert type(seen["device"]) is np.ndarray  # a host vector, summarised on the device
+    np.testing.assert_allclose(seen["device"], seen["numpy"], rtol=1e-12, atol=1e-12)
+    assert type(seen["drawn"]) is np.ndarray and seen["drawn"].dtype == np.float64
+    np.testing.assert_allclose(seen["drawn"], seen["scheme"], rtol=1e-7)
+    with dask.config.set(scheduler=gpu_client.client):
+        peak = matmul_peak.measure_peak(gpu_client.backend, "float32", (1024, 512, 1024))
+    assert peak["peak_block"] == 1024 and peak["peak_gflop_per_s"] > 0
+
+
+def _train_input_shards(features: str, labels: str) -> dict:
+    import cupy
+
+    from daskgpu.data import array_input
+    from pipelines.train import inputs as train_inputs
+
+    readers = [train_inputs.reader_of(array_input.open_array(p)) for p in (features, labels)]
+    test = np.array([1, 7, 20])
+    made = {library: train_inputs.make_input_shard(*readers, 5, 35, test, 2, "float32",
+                                                   library)
+            for library in ("cupy", "numpy")}
+    keys = ("x", "y", "test_x", "test_y")
+    return {"modules": {key: type(made["cupy"][key]).__module__.split(".")[0] for key in keys},
+            "device": {key: cupy.asnumpy(made["cupy"][key]) for key in keys},
+            "numpy": {key: made["numpy"][key] for key in keys}}
+
+
+def test_train_input_shards_are_read_onto_the_gpu_as_numpy_reads_them(gpu_client, tmp_path):
+    rng = np.random.default_rng(5)
+    np.save(tmp_path / "x.npy", rng.standard_normal((50, 4)).astype(np.float32))
+    np.save(tmp_path / "y.npy", rng.integers(0, 3, 50))
+    seen = _on_worker(gpu_client, _train_input_shards, str(tmp_path / "x.npy"),
+                      str(tmp_path / "y.npy"))
+    assert set(seen["modules"].values()) == {"cupy"}
+    for key, values in seen["numpy"].items():
+        assert seen["device"][key].dtype == values.dtype, key
+        np.testing.assert_array_equal(seen["device"][key], values, err_msg=key)
