@@ -176,3 +176,19 @@ def test_the_one_block_peak_times_a_device_product_of_the_blocks_side(cupy_stand
     fastest = min(seconds for seconds, _ in timed)
     assert peak["peak_gflop_per_s"] == round(2 * 24**3 / fastest / 1e9, 3)
     assert ("sync",) in cupy_stand_in.events  # the device's queued work waited for
+
+
+def test_the_baseline_on_device_operands_multiplies_what_the_device_draws(cupy_stand_in):
+    """Generated operands with a GPU backend: drawn on the device block by block as the run
+    draws them, made whole there; its C's norm and sum are those of NumPy's product of the
+    same numbers."""
+    spec = daskgpu.get_pipeline("matmul-pipeline")
+    resolved = spec.resolve(GPU, shape="30,20,25", chunks="10,20,10", seed=8)
+    seconds, answer = spec.baseline(resolved)
+    seed_a, seed_b = matmul_data.operand_seeds(8)
+    c = (_drawn_whole(seed_a, (30, 20), (10, 20), "float64")
+         @ _drawn_whole(seed_b, (20, 25), (20, 10), "float64"))
+    assert len(cupy_stand_in.seeds) == 3 + 3  # every block of A and of B drawn on the device
+    assert seconds > 0 and type(answer["frobenius_norm"]) is float
+    assert answer["frobenius_norm"] == pytest.approx(float(np.sqrt((c * c).sum())), rel=1e-12)
+    assert answer["sum"] == pytest.approx(float(c.sum()), rel=1e-12)
