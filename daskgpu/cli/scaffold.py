@@ -1,11 +1,12 @@
 """``new-pipeline NAME``: a plugin package to start from, which installs, runs and tests as written.
 
 The package holds a ``pyproject.toml`` declaring the ``daskgpu.pipelines`` entry point, the
-pipeline module and a test that calls :func:`daskgpu.testing.check_pipeline`. The module is a
-:func:`daskgpu.array_pipeline` with a ``numba.njit`` kernel and a check that recomputes seeded
-row blocks by plain NumPy, or (``--table``) the table example ``examples/top_values``: a
-:func:`daskgpu.table_pipeline` keeping each key's largest values, with a check that recomputes
-seeded keys by NumPy. Nothing is written unless all of it can be.
+pipeline module and a test that calls :func:`daskgpu.testing.check_pipeline`. It is one of the
+packages under ``examples/`` under the user's name: ``threshold_count``, a
+:func:`daskgpu.array_pipeline` with a ``numba.njit`` kernel, or (``--table``) ``top_values``, a
+:func:`daskgpu.table_pipeline` keeping each key's largest values. Given an example's own name,
+it writes that example byte for byte (daskgpu's tests hold it to that, and install and run the
+examples). Nothing is written unless all of it can be.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ from daskgpu.errors import ParameterError
 
 NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 
-PYPROJECT = '''[build-system]
+PYPROJECT = """[build-system]
 requires = ["setuptools>=68", "wheel"]
 build-backend = "setuptools.build_meta"
 
 [project]
-name = "{package_dashed}"
+name = "{name}"
 version = "0.1.0"
-description = "{name}: a daskgpu pipeline"
+description = "{name}: a daskgpu plugin pipeline"
 requires-python = ">=3.11"
 dependencies = ["daskgpu", {dependencies}]
 
@@ -33,9 +34,12 @@ dependencies = ["daskgpu", {dependencies}]
 
 [tool.setuptools]
 packages = ["{package}"]
-'''
+"""
 
-PIPELINE = '''"""{name}: how many values of each row lie above a threshold (make it yours)."""
+INIT = '"""A daskgpu plugin: {name}, written with ``daskgpu.{kind}_pipeline``."""\n'
+
+PIPELINE = '''\
+"""{name}: how many values of each row lie above a threshold, by a numba.njit kernel."""
 
 import numba
 import numpy as np
@@ -44,7 +48,7 @@ import daskgpu
 
 
 @numba.njit
-def kernel(block, threshold):
+def above(block, threshold):
     """Per-row counts of one block's values above ``threshold`` (NumPy blocks: CPU workers)."""
     out = np.zeros(block.shape[0], np.int64)
     for i in range(block.shape[0]):
@@ -53,18 +57,14 @@ def kernel(block, threshold):
     return out
 
 
-def reference(rows, threshold):
-    """The same answer by plain NumPy, sharing no code with the kernel: the check's path."""
-    return (rows > threshold).sum(axis=1)
-
-
 @daskgpu.array_pipeline(
     "{name}", "Values above a threshold, per row",
     params=[daskgpu.Param("threshold", daskgpu.finite_float, 0.5, "Count values above this.")],
-    check=daskgpu.checks.rows_recomputed(reference))
+    check=[daskgpu.checks.rows_recomputed(lambda rows, threshold: (rows > threshold).sum(1)),
+           daskgpu.checks.count_bound(lambda threshold: min(1.0, max(0.0, 1.0 - threshold)))])
 def {function}(data, threshold):
-    """Every row block through the kernel: one count per row."""
-    return data.map_blocks(kernel, threshold, drop_axis=1, dtype=np.int64, meta=np.empty(0, int))
+    """Every row block through the kernel (its column blocks joined): one count per row."""
+    return data.map_blocks(above, threshold, drop_axis=1, dtype=np.int64, meta=np.empty(0, int))
 '''
 
 TABLE_PIPELINE = '''\
@@ -99,25 +99,51 @@ def {function}(frame, k):
                            combine=top, combine_kwargs={{"k": k}}, meta=frame._meta)
 '''
 
-TEST = '''"""{name} checks its own answer: it verifies and catches its mutations at both depths.
+TEST_HEAD = '''\
+"""{name} checks its own answer: it verifies and catches its mutations at both depths.
 
-After ``pip install -e .`` (the workers import the pipeline as an installed package): ``pytest``.
+Run it from this directory after ``pip install -e .`` (the workers import the plugin as any
+installed package): ``pytest tests``.
 """
+'''
 
+TEST = TEST_HEAD + '''
 import {package}.pipeline  # noqa: F401  (registers "{name}")
 
 from daskgpu.testing import check_pipeline
 
 
 def test_{function}_checks_its_answer():
-    """It verifies at fast and full, and every declared mutation is caught at both."""
-    report = check_pipeline("{name}", {small})
-    assert report.depths == ("fast", "full") and report.caught
+    """The unaltered result verifies at fast and full; every tenth row changed is caught."""
+    report = check_pipeline("{name}", shape="600,400", chunks="100,200", seed=3)
+    assert report.depths == ("fast", "full")
+    assert report.params["threshold"] == 0.5
+    assert {{c.mutation for c in report.caught}} == {{"every tenth row changed"}}
 '''
 
-#: Small parameters for the generated test: several blocks or partitions, seconds to run.
-SMALL = {False: 'shape="600,400", chunks="100,200", seed=3',
-         True: "rows=20_000, partitions=4, seed=3"}
+TABLE_TEST = TEST_HEAD + '''
+import pandas as pd
+import {package}.pipeline  # noqa: F401  (registers "{name}")
+
+from daskgpu.testing import check_pipeline
+
+
+def test_{function}_checks_its_answer():
+    """The unaltered result verifies at fast and full; every tenth key changed is caught."""
+    report = check_pipeline("{name}", rows=20_000, partitions=4, seed=3)
+    assert report.depths == ("fast", "full")
+    assert {{c.mutation for c in report.caught}} == {{"every tenth group changed"}}
+
+
+def test_{function}_reads_a_parquet_table(tmp_path):
+    """The same pipeline over a Parquet input verifies, and its answer is the pandas one."""
+    table = pd.DataFrame({{"key": [1, 2, 1, 1, 2, 3], "value": [0.5, 0.1, 0.9, 0.7, 0.3, 0.2]}})
+    table.to_parquet(tmp_path / "t.parquet")
+    report = check_pipeline("{name}", input=str(tmp_path / "t.parquet"), k=2)
+    assert report.value == [{{"key": 1, "value": 0.9}}, {{"key": 1, "value": 0.7}},
+                            {{"key": 2, "value": 0.3}}, {{"key": 2, "value": 0.1}},
+                            {{"key": 3, "value": 0.2}}]
+'''
 
 
 def files(name: str, table: bool = False) -> dict[str, str]:
@@ -135,15 +161,14 @@ def files(name: str, table: bool = False) -> dict[str, str]:
         raise ParameterError(f"new-pipeline {name}: give lowercase letters and digits in words "
                              "joined by hyphens, starting with a letter (e.g. my-count)")
     package = name.replace("-", "_")
-    fields = {"name": name, "package": package, "package_dashed": name,
-              "function": package, "small": SMALL[table],
+    fields = {"name": name, "package": package, "function": package,
+              "kind": "table" if table else "array",
               "dependencies": '"pandas>=2.0"' if table else '"numba>=0.60", "numpy>=1.26"'}
     return {
         "pyproject.toml": PYPROJECT.format(**fields),
-        f"{package}/__init__.py": f'"""The {name} pipeline (registered by its module '
-                                  f'``pipeline``)."""\n',
+        f"{package}/__init__.py": INIT.format(**fields),
         f"{package}/pipeline.py": (TABLE_PIPELINE if table else PIPELINE).format(**fields),
-        f"tests/test_{package}.py": TEST.format(**fields),
+        f"tests/test_{package}.py": (TABLE_TEST if table else TEST).format(**fields),
     }
 
 
