@@ -180,7 +180,8 @@ def _start_local(p: ClusterPlan, notices: list[str], warm_up: tuple[str, ...] = 
     # Ctrl-C waits for the start to end (then the cluster is closed); the scheduler reads
     # daskgpu's fault settings, and the nannies the workers' settings, as they start.
     interrupts.quiet_interrupted_syncs()
-    settings = {**daskgpu_config.scheduler_settings(), **p.worker_config}
+    settings = {**daskgpu_config.scheduler_settings(), **p.worker_config,
+                "distributed.nanny.pre-spawn-environ": worker_processes.pre_spawn_environ()}
     if p.kind == "cpu":
         settings.update(worker_processes.settings())
     if warm_up and daskgpu_config.get("worker.warm-up-on-start"):

@@ -131,18 +131,39 @@ def _start(preload: list[str], main_program: str | None = None) -> None:
 _stop_at_exit: list[bool] = []
 
 
+#: Set with the trim threshold: temporaries up to this size reuse memory the worker keeps.
+REUSE_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_")
+#: glibc's malloc.h: M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD.
+MALLOPT_OPTIONS = {"MALLOC_TRIM_THRESHOLD_": -1, "MALLOC_TOP_PAD_": -2,
+                   "MALLOC_MMAP_THRESHOLD_": -3}
+
+
 def pre_spawn_environ() -> dict[str, str]:
     """What a nanny sets before it starts a worker: one BLAS/OpenMP thread, malloc trimming.
 
     ``distributed.nanny.pre-spawn-environ``, from dask's settings, or distributed's defaults
-    where distributed is not imported yet (it adds them to dask's settings as it loads).
+    where distributed is not imported yet (it adds them to dask's settings as it loads); with
+    ``MALLOC_TRIM_THRESHOLD_`` set, also ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TOP_PAD_``,
+    both ``daskgpu.worker.malloc-reused-bytes``. glibc stops adapting its mmap threshold once
+    the trim threshold is set: every temporary over 128 KiB is then mapped and zeroed afresh,
+    and one under it freed at the heap's top is handed back, to be faulted in again.
     """
     import dask.config
 
     environ = dask.config.get("distributed.nanny.pre-spawn-environ", None)
     if environ is None:
         environ = _distributed_defaults()["distributed"]["nanny"]["pre-spawn-environ"]
-    return {str(k): str(v) for k, v in (environ or {}).items()}
+    environ = {str(k): str(v) for k, v in (environ or {}).items()}
+    if "MALLOC_TRIM_THRESHOLD_" in environ:
+        from dask.utils import parse_bytes
+
+        from daskgpu import config as daskgpu_config
+
+        reused = daskgpu_config.get("worker.malloc-reused-bytes")
+        if reused is not None:
+            for name in REUSE_VARIABLES:
+                environ.setdefault(name, str(parse_bytes(reused)))
+    return environ
 
 
 def _distributed_defaults() -> dict:
@@ -160,17 +181,18 @@ def apply_pre_spawn_environ() -> None:
     """Give this process (the fork server, before it imports numpy) :func:`pre_spawn_environ`.
 
     OpenBLAS and OpenMP size their thread pools as they load, and every fork inherits the
-    pools; glibc reads ``MALLOC_TRIM_THRESHOLD_`` only as a process starts, so it is set
+    pools; glibc reads its ``MALLOC_*_`` variables only as a process starts, so they are set
     through ``mallopt`` too.
     """
     values = pre_spawn_environ()
     os.environ.update(values)
-    threshold = values.get("MALLOC_TRIM_THRESHOLD_")
-    if threshold is not None and _glibc():
-        import ctypes
+    if not _glibc():
+        return
+    import ctypes
 
-        m_trim_threshold = -1  # glibc's malloc.h
-        ctypes.CDLL(None).mallopt(m_trim_threshold, int(threshold))
+    for name, option in MALLOPT_OPTIONS.items():
+        if values.get(name) is not None:
+            ctypes.CDLL(None).mallopt(option, int(values[name]))
 
 
 def _glibc() -> bool:
