@@ -5,10 +5,10 @@
 One float64 ``.npy`` file of uniform [0, 1) values (written once, kept in the temporary
 directory), binned into ``--bins`` bins over [0, 1) by three contenders, in alternating rounds:
 
-- histogram-pipeline: ``daskgpu.run(..., input=FILE, range=(0, 1))`` on a CPU LocalCluster of
-  ``--workers`` single-threaded workers (2 x 1 measured fastest on 2 cores: one worker of two
-  threads runs two blocks at once, each on two Numba threads); its ``compute_s``, each run also
-  verified (outside ``compute_s``);
+- histogram-pipeline: ``daskgpu.run(..., input=FILE, range=(0, 1))`` on ``daskgpu.cluster``
+  (CPU) of ``--workers`` single-threaded workers (2 x 1 measured fastest on 2 cores: one worker
+  of two threads runs two blocks at once, each on two Numba threads); its ``compute_s``, each
+  run also verified (outside ``compute_s``);
 - fast-histogram: ``np.load(FILE)`` then ``fast_histogram.histogram1d`` (0.14 has no threads
   option: its plain, single-threaded call; also shown split in two halves over two Python
   threads, which it allows by releasing the GIL);
@@ -67,8 +67,6 @@ def main() -> int:
     parser.add_argument("--chunks", default="auto")
     args = parser.parse_args()
     fast_histogram = _peers()
-    from distributed import Client, LocalCluster
-
     import daskgpu
 
     path, bins = _input_file(args.values), args.bins
@@ -91,8 +89,9 @@ def main() -> int:
           f"{args.workers} worker(s) x {args.threads_per_worker} thread(s); {machine()}")
     times = {name: [] for name in ("pipeline", "fast", "fast2", "numpy")}
     answers = {}
-    with LocalCluster(n_workers=args.workers, threads_per_worker=args.threads_per_worker,
-                      dashboard_address=":0", processes=True) as cluster, Client(cluster) as client:
+    with daskgpu.cluster(cpu=True, workers=args.workers, threads_per_worker=args.threads_per_worker,
+                            dashboard=False) as session:
+        client = session.client
 
         def pipeline():
             result = daskgpu.run("histogram-pipeline", client=client, input=path, bins=bins,

@@ -8,7 +8,7 @@ from the same random initial centroids: seeded points of the data) by three cont
 alternating rounds:
 
 - kmeans-pipeline's loop (:func:`pipelines.kmeans.tasks.lloyd`, what a run's ``compute_s``
-  times after the initialisation) on a CPU LocalCluster of ``--workers`` single-threaded
+  times after the initialisation) on ``daskgpu.cluster(cpu=True)`` of ``--workers`` single-threaded
   workers, on its shards drawn once on the workers (one per worker, as ``--chunks auto``
   makes them): ``--iterations`` iterations and its final pass;
 - scikit-learn's ``KMeans(algorithm="lloyd", n_init=1, init=<the same centroids>,
@@ -192,8 +192,9 @@ class DaskML:
 
 
 def compare(args) -> None:
-    from distributed import Client, LocalCluster, wait
+    from distributed import wait
 
+    import daskgpu
     from benchmarks.harness import machine
     from daskgpu.toolkit import data_parallel
     from pipelines.kmeans.init import gather_rows, random_rows
@@ -207,8 +208,9 @@ def compare(args) -> None:
     per_iteration = {"kmeans-pipeline": [], "scikit-learn": [], "dask-ml": []}
     loop_only = {"kmeans-pipeline": [], "dask-ml": []}
     with tempfile.TemporaryDirectory() as folder, \
-            LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
-                         processes=True) as cluster, Client(cluster) as client:
+            daskgpu.cluster(cpu=True, workers=args.workers, threads_per_worker=1,
+                            dashboard=False) as session:
+        client = session.client
         shards = data_parallel.place(client, make_shard, arguments)
         wait(shards)
         args.start = gather_rows(client, shards, sizes, random_rows(SEED, args.samples, args.k))

@@ -4,7 +4,7 @@
         [--peer-chunks 4096] [--rounds 5] [--size 4000] [--steps 100] [--k 4] [--repeat 3]
 
 1. ``peer``: one step of the 5-point stencil on an n x n float64 grid (``--peer-size``, blocks of
-   ``--peer-chunks``), in alternating rounds on one CPU LocalCluster of ``--workers``
+   ``--peer-chunks``), in alternating rounds on one ``daskgpu.cluster(cpu=True)`` of ``--workers``
    single-threaded workers:
 
    - stencil-pipeline, ``daskgpu.run(..., steps=1)``: its ``compute_s`` (u0 generated inside
@@ -65,7 +65,7 @@ def peer(args) -> None:
     except ImportError:
         raise SystemExit("scipy is not installed: pip install -e .[bench]") from None
     import dask.array as da
-    from distributed import Client, LocalCluster, wait
+    from distributed import wait
 
     import daskgpu
     from pipelines.stencil import shared as stencil_data
@@ -76,8 +76,9 @@ def peer(args) -> None:
           f"{args.workers} worker(s) x 1 thread; {machine()}")
     times = {"pipeline": [], "map_overlap": []}
     norms = {}
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
-                      processes=True) as cluster, Client(cluster) as client:
+    with daskgpu.cluster(cpu=True, workers=args.workers, threads_per_worker=1,
+                            dashboard=False) as session:
+        client = session.client
         grid = da.map_blocks(_sine_block, chunks=da.core.normalize_chunks(block, (n, n)),
                              dtype=np.float64, n=n).persist()
         wait(grid)

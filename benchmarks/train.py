@@ -7,7 +7,7 @@ The same full-batch training (softmax regression, 784 -> 10, float32, ``--steps`
 a final pass over the training and test rows) by three contenders, in alternating rounds:
 
 - train-pipeline's training loop (:func:`pipelines.train.tasks.train`, what a run's
-  ``compute_s`` times) on a CPU LocalCluster of ``--workers`` single-threaded workers, on
+  ``compute_s`` times) on ``daskgpu.cluster(cpu=True)`` of ``--workers`` single-threaded workers, on
   its shards drawn once on the workers (one per worker, as ``--chunks auto`` makes them);
 - the NumPy loop a user would write on one process holding all rows in one array (the same
   rows: the pipeline's shards, drawn in the process and stacked), with
@@ -230,7 +230,7 @@ def main() -> None:
 
 
 def compare(args) -> None:
-    from distributed import Client, LocalCluster, wait
+    from distributed import wait
 
     import daskgpu
     from benchmarks.harness import machine
@@ -247,8 +247,9 @@ def compare(args) -> None:
              else ["numpy, 1 thread", "numpy, all cores"])
     times = {"pipeline": [], **{name: [] for name in names}}
     with tempfile.TemporaryDirectory() as folder, \
-            LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
-                         processes=True) as cluster, Client(cluster) as client:
+            daskgpu.cluster(cpu=True, workers=args.workers, threads_per_worker=1,
+                            dashboard=False) as session:
+        client = session.client
         threads = {"numpy, 1 thread": 1, "numpy, all cores": os.cpu_count() or 1}
         peers = {name: Peer(threads[name], args, folder) for name in names}
         if args.verify:
