@@ -229,8 +229,10 @@ def _training_jobs(ctx: dict, plan: dict, weights: np.ndarray) -> list[dict]:
         for t, g in plan["sampled"]:
             shard, c = _shard_of(plan["step_cells"], g)
             if shard == s:
-                sampled.append((t, c, _batch_of(ctx, plan, t, s), weights[t]))
-        job = {**_common(ctx, plan), "whole": whole, "sampled": sampled}
+                sampled.append((t, c, _batch_of(ctx, plan, t, s)))
+        # each step's weights once, however many of its cells are sampled on this shard
+        job = {**_common(ctx, plan), "whole": whole, "sampled": sampled,
+               "weights": {t: weights[t] for t, _, _ in sampled}}
         if source is None:
             job["redraw"] = (ctx["seed"], TRAIN, s)
         else:

@@ -215,8 +215,8 @@ def training_shard(shard: dict, job: dict) -> dict:
     ``job``: ``library``, ``dtype``, ``cell``, ``probes`` ``(r, s)``; ``whole``: passes over
     all its rows (or ``rows`` of them), each ``(rows, weights, probed)``, :func:`pass_cells`
     in the data's dtype (the fast check passes the final weights); ``sampled``: ``(t, cell,
-    rows, weights)`` of cells recomputed in float64 (``rows``: the pass's rows of the shard,
-    ``None`` for all); ``redraw``: the
+    rows)`` of cells recomputed in float64 at ``weights[t]`` (``rows``: the pass's rows of the
+    shard, ``None`` for all); ``redraw``: the
     seed's ``(seed, part, index)`` to redraw the first cell's features from (NumPy only);
     ``reread``: where an input's rows are read again from, and the cells to read.
     """
@@ -228,10 +228,10 @@ def training_shard(shard: dict, job: dict) -> dict:
         xr, yr = (x, y) if rows is None else (x[xp.asarray(rows)], y[xp.asarray(rows)])
         out["whole"].append(_cells(xp, xr, yr, weights, probed, r, s, job))
     cell = job["cell"]
-    for t, c, rows, weights in job["sampled"]:
+    for t, c, rows in job["sampled"]:
         xr, yr = (x, y) if rows is None else (x[xp.asarray(rows)], y[xp.asarray(rows)])
         got = _cells(xp, xr[c * cell:(c + 1) * cell], yr[c * cell:(c + 1) * cell],
-                     np.asarray(weights)[None], 1, r, s, job, precise=True)
+                     np.asarray(job["weights"][t])[None], 1, r, s, job, precise=True)
         out["sampled"].append((t, c, {key: got[key][0][0] for key in (
             "loss", "loss_tol", "right", "close", "probe", "probe_tol")}))
     out["data"] = kept_data(xp, x, y, job)

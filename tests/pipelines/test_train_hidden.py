@@ -371,3 +371,24 @@ def test_the_baseline_trains_the_same_hidden_layer(cpu_client):
     assert seconds > 0 and result.verified
     assert answers.difference(result.value, answer) is None
     assert answer["losses"][0] == pytest.approx(mlp_replay(params)["losses"][0], rel=1e-6)
+
+
+def test_the_fast_checks_jobs_carry_each_steps_weights_once(hidden_run):
+    """A shard's job names its sampled cells by step and holds each step's weights once:
+    a hidden layer's weights repeated per sampled cell made a graph of tens of MiB (Dask
+    warned of it on every default-sized run)."""
+    from pipelines.train import check_fast
+
+    _spec, workload, raw = hidden_run
+    ctx = workload.context
+    plan = check_fast._plan(ctx)
+    weights = np.asarray(raw["weights"])
+    jobs = check_fast._training_jobs(ctx, plan, weights)
+    assert sum(len(job["sampled"]) for job in jobs) == plan["drawn"] > ctx["steps"]
+    for job in jobs:
+        steps = {t for t, _, _ in job["sampled"]}
+        assert set(job["weights"]) == steps
+        for t in steps:
+            np.testing.assert_array_equal(job["weights"][t], weights[t])
+        held = sum(value.nbytes for value in job["weights"].values())
+        assert held <= ctx["steps"] * weights[0].nbytes

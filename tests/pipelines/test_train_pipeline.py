@@ -652,7 +652,7 @@ def test_the_fast_checks_device_branch_computes_as_on_numpy(cupy_stand_in):
 
     job = {"dtype": "float32", "cell": 256, "classes": k,
            "probes": check_kept.probes(seed, d, k), "whole": [(None, w, 1)],
-           "sampled": [(1, 2, None, w[1])], "teacher": (seed, d, k)}
+           "sampled": [(1, 2, None)], "weights": {1: w[1]}, "teacher": (seed, d, k)}
     mine = check_kept.training_shard(on_device, {**job, "library": "cupy"})
     theirs = check_kept.training_shard(shard, {**job, "library": "numpy"})
     for key in ("loss", "right", "probe", "probe_tol"):
