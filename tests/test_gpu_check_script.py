@@ -17,7 +17,7 @@ PIPELINES = ("train-pipeline", "kmeans-pipeline", "matmul-pipeline", "pca-pipeli
 @pytest.mark.timeout(1600)
 def test_gpu_check_script_runs_every_step_on_cpu(tmp_path):
     env = dict(os.environ, DEVICE="--cpu", SCALE="small", PYTHON=sys.executable,
-               OUT=str(tmp_path), BUDGET="1500")
+               OUT=str(tmp_path), BUDGET="1500", REPEAT="1", WARMUP="0")
     proc = subprocess.run(["bash", str(ROOT / "tools" / "gpu-check-pipelines.sh")], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=1600)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -9,6 +9,7 @@
 #
 #   bash tools/gpu-check-pipelines.sh                     # on the GPU machine, from the root
 #   DEVICE=--cpu SCALE=small bash tools/gpu-check-pipelines.sh   # the same steps on CPU, small
+#   REPEAT=1 WARMUP=0 ...                                 # benches measured once, no warm-up
 #
 # The GPU machine lacks dask, distributed, dask-cuda and bokeh: their wheels come in .whl/ (see
 # the GPU kit's fetch-wheels.sh) and are installed into $SITE unless that holds them already.
@@ -19,6 +20,8 @@ mkdir -p "$OUT"
 BUDGET=${BUDGET:-400}
 DEVICE=${DEVICE:---gpus 0}
 SCALE=${SCALE:-full}
+REPEAT=${REPEAT:-2}
+WARMUP=${WARMUP:-1}
 SITE=${SITE:-/tmp/site}
 JSON_DIR=$(mktemp -d)
 START=$SECONDS
@@ -133,7 +136,7 @@ attempt "kmeans pass" runs.log 90 \
 rm -f "$PASS_SCRIPT"
 while IFS='|' read -r name run_options bench_options; do
   attempt "bench $name" bench.log 100 \
-    "$PYTHON cli.py bench $name $bench_options $DEVICE --repeat 2 --warmup 1 --quiet --json $JSON_DIR/bench-$name.json"
+    "$PYTHON cli.py bench $name $bench_options $DEVICE --repeat $REPEAT --warmup $WARMUP --quiet --json $JSON_DIR/bench-$name.json"
 done <<< "$CASES"
 
 $PYTHON - "$JSON_DIR" "$OUT/results.json" "$SUMMARY" <<'EOF'
