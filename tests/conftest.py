@@ -207,6 +207,25 @@ def compute_as_runner(session, name: str, **params):
                                            None)
 
 
+def train_rows(params: dict):
+    """train-pipeline's generated training rows for ``params``, drawn here as its shards draw
+    them: ``(x as float64, labels)``, for the tests' plain NumPy replays."""
+    import numpy as np
+
+    from daskgpu.toolkit import numeric
+    from pipelines.train import shared as train_data
+    from pipelines.train import tasks as train_steps
+
+    d, k = params["features"], params["classes"]
+    teacher = train_steps.teacher_weights(params["seed"], d, k)
+    sizes = numeric.shard_sizes(params["samples"], params["chunks"])
+    shards = [train_steps.make_shard(params["seed"], train_data.TRAIN, i, rows, d, k,
+                                     "float32", "numpy", teacher)
+              for i, rows in enumerate(sizes)]
+    return (np.concatenate([s["x"] for s in shards]).astype(np.float64),
+            np.concatenate([s["y"] for s in shards]))
+
+
 def verify_on(session, spec, workload, raw, depth: str = "full"):
     """A pipeline's verification of ``raw`` at ``depth``, its checks computed on ``session``."""
     import dask

@@ -9,11 +9,11 @@ import re
 
 import numpy as np
 import pytest
-from conftest import compute_as_runner, verify_on
+from conftest import compute_as_runner, train_rows, verify_on
 
 import daskgpu
 from daskgpu.errors import InputFileError, ParameterError
-from daskgpu.toolkit import numeric, registry
+from daskgpu.toolkit import registry
 from pipelines.train import check_hidden
 from pipelines.train import hidden as hidden_layer
 from pipelines.train import shared as train_data
@@ -36,13 +36,7 @@ def glorot(seed: int, d: int, h: int, k: int) -> tuple[np.ndarray, ...]:
 def mlp_replay(params: dict) -> dict:
     """The same training written out in plain NumPy, all rows at once, float64."""
     d, k, h = params["features"], params["classes"], params["hidden"]
-    teacher = train_steps.teacher_weights(params["seed"], d, k)
-    sizes = numeric.shard_sizes(params["samples"], params["chunks"])
-    shards = [train_steps.make_shard(params["seed"], train_data.TRAIN, i, rows, d, k,
-                                     "float32", "numpy", teacher)
-              for i, rows in enumerate(sizes)]
-    x = np.concatenate([s["x"] for s in shards]).astype(np.float64)
-    y = np.concatenate([s["y"] for s in shards])
+    x, y = train_rows(params)
     onehot = np.eye(k)[y]
     w1, b1, w2, b2 = (a.astype(np.float32).astype(np.float64)
                       for a in glorot(params["seed"], d, h, k))

@@ -13,13 +13,14 @@ from conftest import (
     assert_one_error_line,
     compute_as_runner,
     run_cli,
+    train_rows,
     verify_on,
 )
 
 import daskgpu
 from daskgpu.errors import ParameterError
 from daskgpu.execution import answers
-from daskgpu.toolkit import backends, data_parallel, numeric, registry
+from daskgpu.toolkit import backends, data_parallel, registry
 from pipelines.train import check as train_check
 from pipelines.train import check_replay as train_replay
 from pipelines.train import pipeline as train_pipeline
@@ -33,14 +34,8 @@ SMALL = {"samples": 3000, "features": 20, "classes": 4, "steps": 6, "learning_ra
 def numpy_replay(params: dict) -> dict:
     """The same training, written out in plain NumPy on all rows at once (float64)."""
     d, k = params["features"], params["classes"]
-    teacher = train_steps.teacher_weights(params["seed"], d, k)
-    sizes = numeric.shard_sizes(params["samples"], params["chunks"])
-    shards = [train_steps.make_shard(params["seed"], train_data.TRAIN, i, rows, d, k,
-                                        "float32", "numpy", teacher)
-              for i, rows in enumerate(sizes)]
-    x = np.concatenate([s["x"] for s in shards]).astype(np.float64)
+    x, y = train_rows(params)
     x = np.hstack([x, np.ones((x.shape[0], 1))])
-    y = np.concatenate([s["y"] for s in shards])
     onehot = np.eye(k)[y]
     w = np.zeros((d + 1, k))
     losses, weights = [], [w]
