@@ -26,9 +26,11 @@ from daskgpu.errors import ClusterError
 METHOD_KEY = "distributed.worker.multiprocessing-method"
 METHOD_VARIABLE = "DASKGPU_WORKER__CPU_START_METHOD"  # the setting, from the environment
 # What a CPU worker imports in any run, the environment first; the pipeline's module is added
-# per run.
-PRELOAD = ("daskgpu.clusters.fork_server_environment", "numpy", "dask", "dask.array",
-           "distributed", "daskgpu.clusters.worker_setup", "daskgpu.toolkit.backends")
+# per run (it imports what its tasks need), or dask.array for a cluster of no pipeline.
+PRELOAD = ("daskgpu.clusters.fork_server_environment", "numpy", "dask", "distributed",
+           "daskgpu.clusters.worker_setup", "daskgpu.toolkit.backends")
+# After the pipeline: Numba's CPU target loaded once, for every worker (see the module).
+KERNELS_MODULE = "daskgpu.clusters.fork_server_kernels"
 GPU_OPTIONS = ("--gpus", "--scheduler-address", "--scheduler-file")
 # The program the server imports as multiprocessing's __mp_main__ (see
 # daskgpu.clusters.fork_server_main)
@@ -70,8 +72,14 @@ def start_server(pipeline_module: str | None = None) -> bool:
     if not wanted():
         stop_server()
         return False
-    _start([*PRELOAD, *([pipeline_module] if pipeline_module else [])])
+    _start(_preload(pipeline_module))
     return True
+
+
+def _preload(pipeline_module: str | None, main: bool = False) -> list[str]:
+    """What the server imports, in order: the base, the pipeline's module, the kernels' target."""
+    pipeline = [pipeline_module] if pipeline_module else ["dask.array"]
+    return [*PRELOAD, *pipeline, KERNELS_MODULE, *([MAIN_MODULE] if main else [])]
 
 
 def start_for_command_line(args: list[str], module_of: Callable[[str], str | None],
@@ -102,8 +110,7 @@ def start_for_command_line(args: list[str], module_of: Callable[[str], str | Non
         if _nvidia_driver_present() and devices.inventory().devices:
             return
     module = module_of(args[1])
-    _start([*PRELOAD, *([module] if module else []), *([MAIN_MODULE] if main else [])],
-           _main_program() if main else None)
+    _start(_preload(module, main), _main_program() if main else None)
 
 
 def _nvidia_driver_present() -> bool:

@@ -66,6 +66,8 @@ def _warm_up(pipeline: str, backend: str) -> None:
         registry = importlib.import_module("daskgpu.toolkit.registry")
         spec = registry.get(pipeline)
         importlib.import_module(spec.verify.__module__)  # its check's tasks run here too
+        for module in spec.worker_modules:
+            importlib.import_module(module)
         if spec.warm_up is not None:
             spec.warm_up(backend)
     except Exception as exc:  # only a head start: the run itself reports what is wrong

@@ -109,6 +109,10 @@ class Pipeline:
     - ``warm_up(backend_name)``, optional: run on each worker of a cluster started for this
       pipeline while it starts, so the first compute does not pay for it: load the kernels'
       CPU twins from Numba's cache (tiny inputs). Importing the module happens anyway.
+    - ``worker_modules``, optional: modules the pipeline's tasks import on a worker that the
+      client need not (its Numba kernels, imported inside the tasks). A cluster's CPU workers
+      find them imported: the server they are forked from imports them once, with the
+      pipeline's module.
 
     ``verify`` runs in the client with the run's cluster as Dask's scheduler: its independent
     recomputations are Dask graphs computed where the data lives, and only small results come
@@ -124,6 +128,7 @@ class Pipeline:
     baseline: Callable[[Resolved], tuple[float, Any]] | None = None
     mutations: tuple[Mutation, ...] = ()
     warm_up: Callable[[str], None] | None = None
+    worker_modules: tuple[str, ...] = ()
 
     def check(self, workload: Workload, raw: Any, depth: str = "fast") -> Verification:
         """Check ``raw``, the computed result of ``workload``, at ``depth``.
@@ -291,6 +296,7 @@ def pipeline(
     baseline: Callable[[Resolved], tuple[float, Any]] | None = None,
     mutations: tuple[Mutation, ...] | list[Mutation] = (),
     warm_up: Callable[[str], None] | None = None,
+    worker_modules: tuple[str, ...] | list[str] = (),
 ) -> Callable[[Callable[[Resolved], Workload]], Pipeline]:
     """Register the decorated ``prepare(resolved) -> Workload`` as a pipeline.
 
@@ -303,12 +309,13 @@ def pipeline(
     reported form (the two are compared before a ratio is printed); on GPU it runs on one worker,
     never the client. ``mutations`` are alterations of the result that ``verify`` must catch at
     every depth (see :class:`Mutation`). The optional ``warm_up(backend_name)`` readies a worker
-    for the pipeline as it starts.
+    for the pipeline as it starts; ``worker_modules`` names modules its tasks import on a worker
+    only (see :class:`Pipeline`).
     """
 
     def register(prepare: Callable[[Resolved], Workload]) -> Pipeline:
         spec = Pipeline(name, summary, tuple(params), prepare, verify, settle, baseline,
-                        tuple(mutations), warm_up)
+                        tuple(mutations), warm_up, tuple(worker_modules))
         if name in _REGISTRY and not _redefines(_REGISTRY[name].prepare, prepare):
             raise ValueError(f"pipeline {name!r} is registered twice")
         _REGISTRY[name] = spec
@@ -391,6 +398,11 @@ def summaries() -> dict[str, str]:
             package = importlib.import_module(module.rpartition(".")[0])
             out[name] = getattr(package, "SUMMARY", None) or get(name).summary
     return dict(sorted(out.items()))
+
+
+def loaded() -> list[Pipeline]:
+    """The pipelines registered in this process so far (no module is imported to find more)."""
+    return list(_REGISTRY.values())
 
 
 def get(name: str) -> Pipeline:

@@ -21,7 +21,6 @@ import numpy as np
 import pandas as pd
 
 from daskgpu.errors import ParameterError
-from daskgpu.kernels.haversine import haversine_km, haversine_numpy
 from daskgpu.toolkit import backends, spot_checks
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.params import (
@@ -77,6 +76,8 @@ PARAMS = (
 
 def _with_distance(part):
     """Add ``distance_km`` with daskgpu's haversine kernel (the baseline's ETL, on a frame)."""
+    from daskgpu.kernels.haversine import haversine_km
+
     distance = haversine_km(part["pickup_lat"], part["pickup_lon"], part["dropoff_lat"],
                             part["dropoff_lon"])
     part = part.copy()
@@ -212,6 +213,8 @@ def _read_pandas(source) -> pd.DataFrame:
 
 
 def _pandas_etl(frame: pd.DataFrame) -> pd.DataFrame:
+    from daskgpu.kernels.haversine import haversine_numpy
+
     distance = haversine_numpy(frame["pickup_lat"].to_numpy(), frame["pickup_lon"].to_numpy(),
                                frame["dropoff_lat"].to_numpy(), frame["dropoff_lon"].to_numpy())
     return finish(_aggregate(frame.assign(distance_km=distance)))
@@ -257,6 +260,7 @@ def warm_up(backend_name: str) -> None:
     baseline=baseline,
     mutations=MUTATIONS,
     warm_up=warm_up,
+    worker_modules=("daskgpu.kernels.trips",),
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy ETL over synthetic or input trips."""

@@ -15,7 +15,6 @@ import dask
 import numpy as np
 import pandas as pd
 
-from daskgpu.kernels import trips as trip_kernel
 from daskgpu.toolkit import backends
 from pipelines.trips.shared import (
     CELL_ROWS,
@@ -30,8 +29,9 @@ from pipelines.trips.shared import (
 GROUP = ["hour", "passengers"]
 #: Partial tables added by one task of the tree.
 TREE_WIDTH = 8
-# The certificates' tables are the kernel's own (see pipelines/trips/shared.py).
-assert (trip_kernel.HOURS, trip_kernel.PASSENGER_SLOTS + 1) == (HOURS, SLOTS)
+# The dense table's column of every other passenger count (the kernel's OUTSIDE; a test holds
+# shared's layout to the kernel's).
+OUTSIDE = SLOTS - 1
 #: The kernel's columns after the pickup time, in its argument order.
 VALUES = ("passengers", "fare", "pickup_lat", "pickup_lon", "dropoff_lat", "dropoff_lon")
 #: Rows of a CSV file read (and summed) at a time: a whole number of cells on every backend.
@@ -91,6 +91,8 @@ def host_chunks(partition: tuple):
 
 def _kernel_columns(chunk: dict) -> tuple:
     """``(ticks, ticks per hour, *VALUES)`` of a chunk read on the host."""
+    from daskgpu.kernels import trips as trip_kernel
+
     times = chunk["pickup_time"]
     if times.dtype.kind != "M" or np.datetime_data(times.dtype)[0] not in ("s", "ms", "us", "ns"):
         times = times.astype("datetime64[s]")
@@ -105,6 +107,8 @@ def _device_chunks(partition: tuple, to_device):
             ticks, per_hour, *values = _kernel_columns(chunk)
             yield len(ticks), (to_device(ticks), per_hour, *(to_device(v) for v in values)), chunk
         return
+    from daskgpu.kernels import trips as trip_kernel
+
     frame = backends.read_table_gpu(partition[0], partition[1], COLUMNS,
                                     partition[2] if partition[0] == "parquet" else None,
                                     dates=["pickup_time"])
@@ -125,6 +129,8 @@ def _chunks(partition: tuple, to_device):
 
 def _outside_frame(columns: tuple) -> pd.DataFrame:
     """Exact groups of the trips whose passengers have no column in the dense table."""
+    from daskgpu.kernels import trips as trip_kernel
+
     hours, riders, counts, fares, distances = trip_kernel.outside_sums(
         *(backends.to_host(c) for c in columns))
     if riders.dtype.kind == "f" and np.all(riders == np.floor(riders)):
@@ -157,6 +163,8 @@ def _cell_sums(n: int, columns: tuple, as_read: dict, cells: dict, first: int) -
     (exact for counts); a cell of ``cells["sampled"]`` (numbered in the partition, this chunk's
     first being ``first``) also keeps its table and its rows as read.
     """
+    from daskgpu.kernels import trips as trip_kernel
+
     size = cells["rows"]
     starts = range(0, n, size)
     tables = [[backends.to_host(a) for a in trip_kernel.trip_sums(
@@ -178,14 +186,13 @@ def _cell_sums(n: int, columns: tuple, as_read: dict, cells: dict, first: int) -
 
 def _certificate(partition: tuple, rows: int, pieces: list[dict], outside) -> dict:
     """What the fast check reads of one partition: its table, its cells, its sampled cells."""
-    width = trip_kernel.PASSENGER_SLOTS + 1
     empty = {"cell_rows": np.zeros(0, np.int64), "cell_counts": np.zeros((0, 2), np.int64),
              "cell_sums": np.zeros((0, 2, 2))}
     joined = {name: np.concatenate([p[name] for p in pieces]) if pieces else value
               for name, value in empty.items()}
     return {"partition": partition, "rows": rows,
-            "counts": sum((p["counts"] for p in pieces), np.zeros((HOURS, width), np.int64)),
-            "sums": sum((p["sums"] for p in pieces), np.zeros((2, HOURS, width))),
+            "counts": sum((p["counts"] for p in pieces), np.zeros((HOURS, SLOTS), np.int64)),
+            "sums": sum((p["sums"] for p in pieces), np.zeros((2, HOURS, SLOTS))),
             "outside": outside, **joined,
             "sampled": {k: v for p in pieces for k, v in p["sampled"].items()}}
 
@@ -208,7 +215,7 @@ def partial_sums(partition: tuple, to_device=None, cells: dict | None = None) ->
         if n:
             piece = _cell_sums(n, columns, as_read, cells, rows // cells["rows"])
             pieces.append(piece)
-            if piece["counts"][:, trip_kernel.OUTSIDE].any():
+            if piece["counts"][:, OUTSIDE].any():
                 outside.append(_outside_frame(columns))
         rows += n
     outside = _regrouped(outside)
@@ -226,19 +233,17 @@ def _regrouped(frames: list) -> pd.DataFrame | None:
 
 def _merged(*partials: dict) -> dict:
     """Partial tables added: rows, counts, sums, outside groups, and certificates in order."""
-    width = trip_kernel.PASSENGER_SLOTS + 1
     return {"rows": sum(p["rows"] for p in partials),
-            "counts": sum((p["counts"] for p in partials),
-                          np.zeros((trip_kernel.HOURS, width), np.int64)),
+            "counts": sum((p["counts"] for p in partials), np.zeros((HOURS, SLOTS), np.int64)),
             "sums": sum((p["sums"] for p in partials),
-                        np.zeros((2, trip_kernel.HOURS, width), np.float64)),
+                        np.zeros((2, HOURS, SLOTS), np.float64)),
             "outside": _regrouped([p["outside"] for p in partials]),
             "certificates": [c for p in partials for c in p["certificates"]]}
 
 
 def _result(total: dict) -> dict:
     """The computed value: rows read and the summed table by (hour, passengers)."""
-    counts = total["counts"][:, :trip_kernel.OUTSIDE]
+    counts = total["counts"][:, :OUTSIDE]
     hours, riders = np.nonzero(counts)
     index = pd.MultiIndex.from_arrays([hours.astype(np.int64), riders.astype(np.int64)],
                                       names=GROUP)
@@ -246,7 +251,7 @@ def _result(total: dict) -> dict:
                           "fare_sum": total["sums"][0][hours, riders],
                           "distance_sum": total["sums"][1][hours, riders]}, index=index)
     outside = total["outside"]
-    expected = int(total["counts"][:, trip_kernel.OUTSIDE].sum())
+    expected = int(total["counts"][:, OUTSIDE].sum())
     found = 0 if outside is None else int(outside["trips"].sum())
     if found != expected:  # the kernel and the exact path disagree: a bug, never a result
         raise RuntimeError(f"trips outside the dense table: {expected} counted, {found} grouped")

@@ -201,3 +201,16 @@ def test_the_table_shows_import_and_close():
     assert proc.returncode == 0, proc.stderr
     for row in ("import", "cluster start", "close", "whole process"):
         assert f"│ {row} " in proc.stdout, proc.stdout
+
+
+def test_importing_cli_loads_no_command_until_one_is_used():
+    # The CPU workers import cli.py again (as multiprocessing's __mp_main__): they load none of
+    # the commands (click, rich, the registry), which a script's ``cli.main`` still finds.
+    code = ("import sys; sys.path.insert(0, '.'); import cli\n"
+            "before = 'click' in sys.modules or 'daskgpu.cli.commands' in sys.modules\n"
+            "print(before, cli.main.__module__, 'click' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "daskgpu.cli.commands", "True"]
+

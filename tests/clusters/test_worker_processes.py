@@ -133,7 +133,10 @@ def test_the_command_line_starts_the_server_only_where_it_will_fork_cpu_workers(
     (preload,) = started
     assert preload[0] == "daskgpu.clusters.fork_server_environment"  # before numpy
     assert preload[-1] == "daskgpu.clusters.fork_server_main"  # the program, last
-    assert (preload[-2] == expected) if expected else preload[-2] == "daskgpu.toolkit.backends"
+    assert preload[-2] == worker_processes.KERNELS_MODULE  # after the pipeline's module
+    # The pipeline imports what its tasks need; a cluster of no pipeline gets dask.array.
+    assert preload[-3] == (expected or "dask.array")
+    assert ("dask.array" in preload) == (expected is None)
 
 
 def test_a_gpu_or_a_spawn_setting_keeps_the_command_line_from_starting_one(monkeypatch):
@@ -200,6 +203,26 @@ if __name__ == "__main__":
     with daskgpu.cluster(cpu=True, workers=2, threads_per_worker=1, dashboard=False) as session:
         print(sorted(session.client.run(imported_where).values()))
 """
+
+
+_KERNELS_LOADED = """
+import sys
+sys.path.insert(0, {root!r})
+import pipelines.trips.pipeline
+before = "daskgpu.kernels.trips" in sys.modules
+import daskgpu.clusters.fork_server_kernels
+import numba.np.ufunc.parallel as threading_layer
+print(before, "daskgpu.kernels.trips" in sys.modules, "numba.np.arraymath" in sys.modules,
+      threading_layer._is_initialized)
+"""
+
+
+def test_the_server_imports_the_pipelines_kernels_and_numbas_target_but_starts_no_thread(
+        tmp_path):
+    # The pipeline's module leaves its kernels to its workers (worker_modules); the server
+    # imports them and Numba's CPU target once for every worker, and starts no Numba thread
+    # (an OpenMP runtime does not survive a fork).
+    assert _last_line_of(tmp_path, _KERNELS_LOADED) == "False True True False"
 
 
 def test_workers_forked_for_a_command_line_find_its_program_imported(tmp_path):

@@ -13,6 +13,7 @@ from conftest import compute_as_runner, run_cli, verify_on
 
 import daskgpu
 from daskgpu.errors import BackendUnavailable, InputFileError, ParameterError
+from daskgpu.kernels import trips as trip_kernel
 from daskgpu.kernels.haversine import haversine_numpy
 from daskgpu.toolkit.backends import Backend
 from pipelines.trips import check as trips_check
@@ -188,7 +189,9 @@ def test_the_two_haversines_of_verification_agree_with_the_kernel():
     rng = np.random.default_rng(0)
     lat1, lat2 = rng.uniform(-89, 89, (2, 1000))
     lon1, lon2 = rng.uniform(-180, 180, (2, 1000))
-    kernel = trips_pipeline.haversine_km(lat1, lon1, lat2, lon2)
+    from daskgpu.kernels.haversine import haversine_km
+
+    kernel = haversine_km(lat1, lon1, lat2, lon2)
     for own in (trips_check._great_circle_asin_km, trips_check._great_circle_atan2_km):
         np.testing.assert_allclose(own(lat1, lon1, lat2, lon2), kernel, rtol=1e-10)
         assert own(lat1, lon1, lat1, lon1).max() == 0.0
@@ -587,6 +590,38 @@ def test_exact_groups_with_fares_off_fail_both_depths(in_process_client, tmp_pat
     assert not checks["fast"].ok and "other passenger counts" in checks["fast"].detail
 
 
+def test_the_certificates_table_is_the_kernels_own():
+    """shared's HOURS x SLOTS, and tasks' column of other passenger counts, are the kernel's."""
+    from pipelines.trips import shared
+
+    assert (shared.HOURS, shared.SLOTS) == (trip_kernel.HOURS, trip_kernel.PASSENGER_SLOTS + 1)
+    assert trips_tasks.OUTSIDE == trip_kernel.OUTSIDE
+    counts, _ = trip_kernel.trip_sums(np.array([0], "datetime64[s]"), 3600, np.array([99]),
+                                      np.array([1.0]), *np.array([[40.0], [-74.0], [40.1],
+                                                                  [-74.1]]))
+    assert counts[0, trips_tasks.OUTSIDE] == 1  # 99 passengers: the other counts' column
+
+
+def test_the_client_of_a_run_imports_no_kernel():
+    """The client builds, presents and checks a run without Numba; its workers import the
+    kernels, which the pipeline names as theirs (the fork server imports them once)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    script = ("import sys\n"
+              "import pipelines.trips.pipeline, pipelines.trips.check_cells\n"
+              "from daskgpu.toolkit import registry\n"
+              "spec = registry.get('trips-pipeline')\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numba'"
+              " or 'kernels' in m), spec.worker_modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[] ('daskgpu.kernels.trips',)"
+
+
 def test_cells_recomputed_by_numpy_equal_the_kernel():
     """The check's own cell tables (hour, slot, filter, haversine) against the fused kernel, on
     unusual values: missing times, fares, coordinates and passengers, times before 1970 and
@@ -594,7 +629,7 @@ def test_cells_recomputed_by_numpy_equal_the_kernel():
     frame = _unusual(9_000, 3)
     rows = {name: trips_tasks._pandas_values(frame[name]) for name in trips_pipeline.COLUMNS}
     counts, sums = trips_check_cells.recomputed_cells([rows])
-    want_counts, want_sums = trips_tasks.trip_kernel.trip_sums(*trips_tasks._kernel_columns(rows))
+    want_counts, want_sums = trip_kernel.trip_sums(*trips_tasks._kernel_columns(rows))
     np.testing.assert_array_equal(counts[0], want_counts)
     np.testing.assert_allclose(sums[0], want_sums, rtol=1e-10)
     assert want_counts[:, -1].sum() > 0 and want_counts.sum() < 9_000
