@@ -15,11 +15,17 @@ The answers (each group's trips exactly, the means to 1e-9 relative) are compare
 ratio is printed. Target: the trips process takes at most 2x the Polars process. The phases
 the run reports (``import_s``, ``cluster_start_s``, ``compute_s``, ``verify_s``, ``close_s``) are
 printed beside it. Polars is in the ``bench`` extra: ``pip install -e .[bench]``.
+
+Then the same against a cluster already running, as someone running many short jobs keeps
+one: ``dask scheduler`` and ``dask worker --nworkers CORES --nthreads 1`` started here (warmed
+by one run first), and the command given ``--scheduler-file``, alternating with Polars again
+(``--no-existing`` leaves this out).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -75,11 +81,14 @@ def _timed(command: list[str]) -> tuple[float, str]:
     return seconds, done.stdout
 
 
-def run_trips(folder: Path) -> tuple[float, dict, dict]:
-    """Seconds of the whole command, its answer table, and the phases it reported."""
+def run_trips(folder: Path, cluster: list[str] | None = None) -> tuple[float, dict, dict]:
+    """Seconds of the whole command, its answer table, and the phases it reported.
+
+    ``cluster``: the options of an existing cluster (default: ``--cpu``, one started for the run).
+    """
     seconds, out = _timed([sys.executable, str(ROOT / "cli.py"), "run", "trips-pipeline",
-                           "--input", f"{folder}/*.parquet", "--cpu", "--json", "--quiet",
-                           "--no-dashboard"])
+                           "--input", f"{folder}/*.parquet", *(cluster or ["--cpu"]), "--json",
+                           "--quiet", "--no-dashboard"])
     document = json.loads(out)
     if not document["verified"]:
         raise SystemExit(f"trips-pipeline failed its verification: {document['verification']}")
@@ -90,6 +99,64 @@ def run_polars(script: Path, folder: Path) -> tuple[float, dict]:
     """Seconds of the whole Polars process, and its answer table."""
     seconds, out = _timed([sys.executable, str(script), str(folder)])
     return seconds, json.loads(out)
+
+
+@contextlib.contextmanager
+def existing_cluster(scratch: Path):
+    """A ``dask scheduler`` and its workers, running until the block ends.
+
+    ``dask worker`` starts one single-threaded process per core; yields the run's options to
+    use the cluster.
+    """
+    from distributed import Client
+
+    address_file = scratch / "scheduler.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env, "cwd": ROOT}
+    started = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
+                                 "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                 "--scheduler-file", str(address_file)], **quiet)]
+    try:
+        started.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+             str(address_file), "--nworkers", str(os.cpu_count()), "--nthreads", "1",
+             "--no-dashboard"], **quiet))
+        deadline = time.monotonic() + 60
+        while not address_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with Client(scheduler_file=str(address_file), timeout=60) as client:
+            client.wait_for_workers(os.cpu_count(), timeout=60)
+        yield ["--scheduler-file", str(address_file)]
+    finally:
+        for process in reversed(started):
+            process.terminate()
+        for process in reversed(started):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=30)
+
+
+def alternate(folder: Path, script: Path, rounds: int, cluster: list[str] | None = None):
+    """``rounds`` of the trips command then the Polars script, answers compared each time."""
+    ours, theirs, phases = [], [], []
+    for _ in range(rounds):
+        seconds, table, timings = run_trips(folder, cluster)
+        ours.append(seconds)
+        phases.append(timings)
+        polars_s, answer = run_polars(script, folder)
+        theirs.append(polars_s)
+        agree(table, answer)
+    return ours, theirs, phases
+
+
+def report(label: str, ours: list[float], theirs: list[float], phases: list[dict]) -> None:
+    """The medians, their ratio against the target, and the run's phases."""
+    median_ours, median_theirs = statistics.median(ours), statistics.median(theirs)
+    ratio = median_ours / median_theirs
+    print(f"  {label}: trips-pipeline process {median_ours:.2f} s   Polars process "
+          f"{median_theirs:.2f} s   trips / Polars = {ratio:.2f}x (target <= {TARGET:g}x): "
+          f"{'met' if ratio <= TARGET else 'NOT met'}")
+    print("    trips-pipeline phases (median): " + ", ".join(
+        f"{p} {statistics.median(t.get(p) or 0.0 for t in phases):.2f}" for p in PHASES))
 
 
 def agree(ours: dict, theirs: dict) -> None:
@@ -111,6 +178,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None,
                         help="Parquet files written before (else written to a temporary one)")
+    parser.add_argument("--no-existing", action="store_true",
+                        help="leave out the rounds against a cluster already running")
     args = parser.parse_args()
     if importlib.util.find_spec("polars") is None:
         raise SystemExit("this benchmark runs Polars itself, not installed here; install the "
@@ -122,23 +191,15 @@ def main() -> None:
         script = Path(scratch) / "trips_polars.py"
         script.write_text(POLARS_SCRIPT)
         run_polars(script, folder)  # the files into the page cache, Polars' first import
-        ours, theirs, phases = [], [], []
-        for _ in range(args.rounds):
-            seconds, table, timings = run_trips(folder)
-            ours.append(seconds)
-            phases.append(timings)
-            polars_s, answer = run_polars(script, folder)
-            theirs.append(polars_s)
-            agree(table, answer)
-    median_ours, median_theirs = statistics.median(ours), statistics.median(theirs)
-    ratio = median_ours / median_theirs
-    print(f"{args.rows:,} rows in {args.files} Parquet files, {os.cpu_count()} cores, "
-          f"{args.rounds} alternating rounds (medians); answers agree")
-    print(f"  trips-pipeline process {median_ours:.2f} s   Polars process {median_theirs:.2f} s"
-          f"   trips / Polars = {ratio:.2f}x (target <= {TARGET:g}x): "
-          f"{'met' if ratio <= TARGET else 'NOT met'}")
-    print("  trips-pipeline phases (median): " + ", ".join(
-        f"{p} {statistics.median(t.get(p, 0.0) for t in phases):.2f}" for p in PHASES))
+        started = alternate(folder, script, args.rounds)
+        print(f"{args.rows:,} rows in {args.files} Parquet files, {os.cpu_count()} cores, "
+              f"{args.rounds} alternating rounds (medians); answers agree")
+        report("a cluster started for the run (--cpu)", *started)
+        if not args.no_existing:
+            with existing_cluster(Path(scratch)) as cluster:
+                run_trips(folder, cluster)  # its workers import and load the kernels once
+                report("a cluster already running (--scheduler-file)",
+                       *alternate(folder, script, args.rounds, cluster))
 
 
 if __name__ == "__main__":
