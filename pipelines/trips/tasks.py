@@ -38,6 +38,17 @@ VALUES = ("passengers", "fare", "pickup_lat", "pickup_lon", "dropoff_lat", "drop
 CSV_CHUNK_ROWS = 1 << 21
 
 
+def _kernel():
+    """:mod:`daskgpu.kernels.trips`, loaded on a task's first use.
+
+    The client, which builds the graph and checks the result, never imports Numba: the
+    pipeline names the module as its workers' own, which their fork server imports.
+    """
+    from daskgpu.kernels import trips
+
+    return trips
+
+
 def _arrow_values(column) -> np.ndarray:
     """A pyarrow column as NumPy: times naive on the wall clock (NaT for nulls), NaN for nulls."""
     import pyarrow as pa
@@ -91,12 +102,10 @@ def host_chunks(partition: tuple):
 
 def _kernel_columns(chunk: dict) -> tuple:
     """``(ticks, ticks per hour, *VALUES)`` of a chunk read on the host."""
-    from daskgpu.kernels import trips as trip_kernel
-
     times = chunk["pickup_time"]
     if times.dtype.kind != "M" or np.datetime_data(times.dtype)[0] not in ("s", "ms", "us", "ns"):
         times = times.astype("datetime64[s]")
-    return (times.view(np.int64), trip_kernel.ticks_per_hour(times.dtype),
+    return (times.view(np.int64), _kernel().ticks_per_hour(times.dtype),
             *(chunk[name] for name in VALUES))
 
 
@@ -107,14 +116,12 @@ def _device_chunks(partition: tuple, to_device):
             ticks, per_hour, *values = _kernel_columns(chunk)
             yield len(ticks), (to_device(ticks), per_hour, *(to_device(v) for v in values)), chunk
         return
-    from daskgpu.kernels import trips as trip_kernel
-
     frame = backends.read_table_gpu(partition[0], partition[1], COLUMNS,
                                     partition[2] if partition[0] == "parquet" else None,
                                     dates=["pickup_time"])
     columns = backends.device_columns(frame, COLUMNS)
     ticks, dtype = columns["pickup_time"]
-    yield len(frame), (ticks, trip_kernel.ticks_per_hour(dtype),
+    yield len(frame), (ticks, _kernel().ticks_per_hour(dtype),
                        *(columns[name] for name in VALUES)), columns
 
 
@@ -129,9 +136,7 @@ def _chunks(partition: tuple, to_device):
 
 def _outside_frame(columns: tuple) -> pd.DataFrame:
     """Exact groups of the trips whose passengers have no column in the dense table."""
-    from daskgpu.kernels import trips as trip_kernel
-
-    hours, riders, counts, fares, distances = trip_kernel.outside_sums(
+    hours, riders, counts, fares, distances = _kernel().outside_sums(
         *(backends.to_host(c) for c in columns))
     if riders.dtype.kind == "f" and np.all(riders == np.floor(riders)):
         riders = riders.astype(np.int64)
@@ -163,11 +168,9 @@ def _cell_sums(n: int, columns: tuple, as_read: dict, cells: dict, first: int) -
     (exact for counts); a cell of ``cells["sampled"]`` (numbered in the partition, this chunk's
     first being ``first``) also keeps its table and its rows as read.
     """
-    from daskgpu.kernels import trips as trip_kernel
-
     size = cells["rows"]
     starts = range(0, n, size)
-    tables = [[backends.to_host(a) for a in trip_kernel.trip_sums(
+    tables = [[backends.to_host(a) for a in _kernel().trip_sums(
         *(c[s:s + size] if hasattr(c, "shape") else c for c in columns))] for s in starts]
     counts, sums = np.stack([t[0] for t in tables]), np.stack([t[1] for t in tables])
     weights = projection_weights(cells["seed"])
