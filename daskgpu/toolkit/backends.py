@@ -188,15 +188,14 @@ def detect(client) -> Backend:
 
 
 def scheduler_workers(client) -> dict:
-    """Every worker the scheduler knows, by address.
+    """Every worker the scheduler knows, by address, asked of the scheduler now.
 
-    Newer distributed lists only some workers in ``scheduler_info`` unless asked for all.
+    Not ``Client.scheduler_info()``: that fetches the list and then returns the client's cached
+    copy, which the client's own periodic refresh replaces, from its event loop, with one that
+    lists no worker (newer distributed asks for the totals only there). Read between the two,
+    it says there are none.
     """
-    import inspect
-
-    takes = "n_workers" in inspect.signature(client.scheduler_info).parameters
-    info = client.scheduler_info(n_workers=-1) if takes else client.scheduler_info()
-    return info.get("workers", {})
+    return client.sync(client.scheduler.identity).get("workers", {})
 
 
 def require_dataframe_library(backend: Backend, pipeline: str) -> None:
