@@ -121,9 +121,6 @@ def existing_cluster(scratch: Path):
             [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
              str(address_file), "--nworkers", str(os.cpu_count()), "--nthreads", "1",
              "--no-dashboard"], **quiet))
-        deadline = time.monotonic() + 60
-        while not address_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
         with Client(scheduler_file=str(address_file), timeout=60) as client:
             client.wait_for_workers(os.cpu_count(), timeout=60)
         yield ["--scheduler-file", str(address_file)]

@@ -170,7 +170,8 @@ def _cell_sums(n: int, columns: tuple, as_read: dict, cells: dict, first: int) -
     """
     size = cells["rows"]
     starts = range(0, n, size)
-    tables = [[backends.to_host(a) for a in _kernel().trip_sums(
+    trip_sums = _kernel().trip_sums
+    tables = [[backends.to_host(a) for a in trip_sums(
         *(c[s:s + size] if hasattr(c, "shape") else c for c in columns))] for s in starts]
     counts, sums = np.stack([t[0] for t in tables]), np.stack([t[1] for t in tables])
     weights = projection_weights(cells["seed"])
