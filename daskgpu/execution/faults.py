@@ -41,7 +41,7 @@ def _lost_all(timeout: str) -> RunFailed:
 def _as_run_failed(exc: BaseException) -> RunFailed | None:
     """The one-line failure for an exception that means the workers are gone, else None."""
     from distributed.client import FutureCancelledError
-    from distributed.scheduler import KilledWorker, NoValidWorkerError, NoWorkerError
+    from distributed.scheduler import KilledWorker
 
     if isinstance(exc, KilledWorker):
         return RunFailed(
@@ -50,7 +50,7 @@ def _as_run_failed(exc: BaseException) -> RunFailed | None:
             f"{exc.allowed_failures}); most often a worker runs out of memory: use smaller "
             "--chunks, a larger --memory-limit, or fewer threads per worker"
         )
-    if isinstance(exc, NoWorkerError | NoValidWorkerError):
+    if _no_running_worker(exc):
         return _lost_all(f"{exc.timeout:g}s")
     if isinstance(exc, FutureCancelledError):
         return RunFailed(
@@ -61,10 +61,10 @@ def _as_run_failed(exc: BaseException) -> RunFailed | None:
     return None
 
 
-def _all_paused(timeout: str) -> RunFailed:
+def _all_paused(timeout: str, key: str = "paused-timeout") -> RunFailed:
     return RunFailed(
         f"the run could not finish: every worker has been paused for {timeout} "
-        "(daskgpu.faults.paused-timeout): its memory stays above distributed's pause threshold "
+        f"(daskgpu.faults.{key}): its memory stays above distributed's pause threshold "
         "(80% of --memory-limit) even with its data spilled, so it runs no task; give each "
         "worker more memory (a larger --memory-limit, or fewer workers)"
     )
@@ -78,6 +78,16 @@ def _worker_statuses(client) -> list[str]:
         return [str(w.get("status", "running")) for w in scheduler_workers(client).values()]
     except (OSError, TimeoutError):  # the scheduler does not answer: no worker to be had either
         return []
+
+
+def _no_running_worker(exc: BaseException) -> bool:
+    from distributed.scheduler import NoValidWorkerError, NoWorkerError
+
+    return isinstance(exc, NoWorkerError | NoValidWorkerError)
+
+
+def _every_one_paused(statuses: list[str]) -> bool:
+    return bool(statuses) and all(s == "paused" for s in statuses)
 
 
 class _Watch:
@@ -175,13 +185,17 @@ def _wait_until_done(client, futures: list) -> None:
         statuses = _worker_statuses(client)
         if lost.persists(not statuses):
             raise _lost_all(lost.text)
-        if paused.persists(bool(statuses) and all(s == "paused" for s in statuses)):
+        if paused.persists(_every_one_paused(statuses)):
             raise _all_paused(paused.text)
 
 
 def _raise_failure(client, futures: list, devices, exc: Exception):
     """Raise ``exc``, a future's, in one line where it can be said in one."""
     failed = _as_run_failed(exc)
+    if failed is not None and _no_running_worker(exc) and _every_one_paused(
+            _worker_statuses(client)):
+        # The scheduler counts paused workers as none: they are there, their memory is not.
+        failed = _all_paused(f"{exc.timeout:g}s", "no-workers-timeout")
     if failed is not None:
         raise failed from None
     erred = next((f for f in futures if f.status == "error"), None)

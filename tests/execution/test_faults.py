@@ -141,6 +141,23 @@ def test_a_task_that_keeps_killing_workers_is_one_line():
                                 "'stencil' (scheduler-connection-lost)") and "\n" not in cancelled
 
 
+@pytest.mark.parametrize(("statuses", "says"), [
+    (["paused", "paused"], "every worker has been paused for 60s (daskgpu.faults.no-workers-"),
+    (["paused", "running"], "all workers were lost"),
+    ([], "all workers were lost"),
+])
+def test_no_worker_error_says_paused_when_every_worker_is_paused(monkeypatch, statuses, says):
+    """The scheduler's no-workers timeout also fires when the workers are all there but paused
+    (their memory above the pause threshold): the line then says so, not that they were lost."""
+    from distributed.scheduler import NoWorkerError
+
+    monkeypatch.setattr(faults, "_worker_statuses", lambda client: statuses)
+    with pytest.raises(RunFailed) as failed:
+        faults._raise_failure(object(), [], (), NoWorkerError("stencil-abc123", 60))
+    assert str(failed.value).startswith("the run could not finish: ")
+    assert says in str(failed.value) and "\n" not in str(failed.value)
+
+
 def _run_failure_line(*args, within: float, env=None, fault=None) -> str:
     """Run the CLI (with ``fault``: faulty_cli.py); it must fail (exit 1) in one ``error: the
     run could not finish`` line."""
@@ -160,11 +177,13 @@ def _run_failure_line(*args, within: float, env=None, fault=None) -> str:
 
 
 def test_a_chunk_bigger_than_the_memory_limit_ends_in_one_line_for_real():
-    # One 288 MB block for a worker limited to 150 MiB: its nanny kills it past 95 % of the
-    # limit, every time, until the scheduler gives up on the task (KilledWorker).
+    # One 512 MB block for a worker limited to 400 MiB: its nanny kills it past 95 % of the
+    # limit, every time, until the scheduler gives up on the task (KilledWorker). The limit is
+    # well above what a worker takes before its first task (about 140 MiB): near 80 % of it,
+    # an idle worker would be paused instead, on a busy machine before its first task.
     line = _run_failure_line("run", "stencil-pipeline", "--cpu", "--workers", "1", "--size",
-                             "6000", "--chunks", "6000", "--steps", "4", "--memory-limit",
-                             "150MiB", within=90)
+                             "8000", "--chunks", "8000", "--steps", "4", "--memory-limit",
+                             "400MiB", within=90)
     assert "4 workers died while running task 'stencil'" in line  # its first exchange
     assert "--memory-limit" in line
 
