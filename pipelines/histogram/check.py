@@ -32,7 +32,6 @@ through the layout in :mod:`pipelines.histogram.shared`.
 
 from __future__ import annotations
 
-import csv
 import functools
 import importlib
 import math
@@ -57,6 +56,8 @@ FALSE_ALARM = 1e-9
 # What the fast depth's spot checks promise (see daskgpu.toolkit.spot_checks).
 FAST_FRACTION = spot_checks.FRACTION
 FAST_CONFIDENCE = spot_checks.CONFIDENCE
+# The columns of a .csv histogram, in order.
+CSV_COLUMNS = ("left", "right", "count")
 # A failed fast check names at most this many disagreeing cells.
 MAX_LISTED = 3
 
@@ -164,6 +165,26 @@ def _sampled_problems(ctx: dict, kernel_counts, numpy_counts) -> list[str]:
     return problems
 
 
+def _csv_columns(path: str, names: tuple[str, ...]) -> tuple[dict, str | None]:
+    """A ``.csv`` table's columns ``names`` (these, in order) as float64; what is amiss, or None.
+
+    pyarrow's parser rounds correctly: a value written by ``repr`` reads back exactly.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    try:
+        table = pa_csv.read_csv(path, convert_options=pa_csv.ConvertOptions(
+            column_types={name: pa.float64() for name in names}))
+    except (pa.ArrowInvalid, OSError) as exc:
+        return {}, f"not a table of numbers: {str(exc).splitlines()[0]}"
+    if tuple(table.column_names) != names:
+        return {}, f"columns {table.column_names[:4]}, {', '.join(names)} expected"
+    if any(table.column(name).null_count for name in names):
+        return {}, "a value is missing"
+    return {name: table.column(name).to_numpy() for name in names}, None
+
+
 def _saved_histogram(path: str, output: str) -> tuple[np.ndarray, np.ndarray, str | None]:
     """The counts and edges saved at ``path`` in ``output``'s format, and what is amiss in it.
 
@@ -172,10 +193,10 @@ def _saved_histogram(path: str, output: str) -> tuple[np.ndarray, np.ndarray, st
     edge the next bin's left.
     """
     if output.lower().endswith(".csv"):
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-        left, right, counts = (np.array([float(r[name]) for r in rows]) for name in
-                               ("left", "right", "count"))
+        columns, wrong = _csv_columns(path, CSV_COLUMNS)
+        if wrong:
+            return np.zeros(0), np.zeros(0), wrong
+        left, right, counts = (columns[name] for name in CSV_COLUMNS)
         edges = np.append(left, right[-1:])
         if not np.array_equal(right[:-1], left[1:]):
             return counts, edges, "a bin's right edge is not the next bin's left"

@@ -146,6 +146,12 @@ def _tamper_csv(target, count: int) -> None:
     target.write_text("\n".join(lines) + "\n")
 
 
+def _edit_csv(target, line: int, edit) -> None:
+    lines = target.read_text().splitlines()
+    lines[line] = edit(lines[line])
+    target.write_text("\n".join(lines) + "\n")
+
+
 def _tamper_npz(target, **changes) -> None:
     with np.load(target) as saved:
         arrays = {name: saved[name] for name in saved.files}
@@ -161,6 +167,14 @@ def test_a_tampered_output_file_is_caught(cpu_client, tmp_path, depth):
                                     dtype="float32", output=str(tmp_path / "h.csv"))
     for suffix, tamper, said in (
             (".csv", lambda t: _tamper_csv(t, 1), "bin 1: "),
+            (".csv", lambda t: _edit_csv(t, 3, lambda row: row.replace(",", ",1", 1)),
+             "a bin's right edge is not the next bin's left"),
+            (".csv", lambda t: _edit_csv(t, 0, lambda row: row.replace("count", "n")),
+             "columns ['left', 'right', 'n'], left, right, count expected"),
+            (".csv", lambda t: _edit_csv(t, 4, lambda row: row.rsplit(",", 1)[0] + ",four"),
+             "not a table of numbers: "),
+            (".csv", lambda t: _edit_csv(t, 5, lambda row: row.rsplit(",", 1)[0] + ","),
+             "a value is missing"),
             (".npz", lambda t: _tamper_npz(t, counts=lambda c: c + (np.arange(6) == 1)),
              "bin 1: "),
             (".npz", lambda t: _tamper_npz(t, edges=lambda e: e.astype(np.float64)),
