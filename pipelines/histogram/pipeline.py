@@ -18,7 +18,6 @@ import numpy as np
 from daskgpu import config as daskgpu_config
 from daskgpu.data import array_input, synthetic
 from daskgpu.errors import ParameterError
-from daskgpu.kernels.histogram import histogram
 from daskgpu.toolkit import backends, chunking
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.backends import to_host
@@ -157,6 +156,8 @@ def warm_up(backend_name: str) -> None:
     CPU workers load the twin from Numba's cache; GPU workers compile the CUDA kernel (or load
     it from the cache) by running it on a small CuPy array, as a run's blocks call it.
     """
+    from daskgpu.kernels.histogram import histogram
+
     xp = backends.array_module(backend_name)
     for dtype in (np.float64, np.float32):
         histogram(xp.linspace(0, 1, 64, dtype=dtype), 0.0, 1.0, 4)
@@ -171,6 +172,7 @@ def warm_up(backend_name: str) -> None:
     baseline=baseline,
     mutations=MUTATIONS,
     warm_up=warm_up,
+    worker_modules=("daskgpu.kernels.histogram",),
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy histogram; the default range is found by a first pass over the data."""

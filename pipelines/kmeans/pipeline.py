@@ -217,7 +217,7 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
 
 
 @pipeline("kmeans-pipeline", SUMMARY, PARAMS, verify, settle=settle, baseline=baseline,
-          mutations=MUTATIONS, warm_up=warm_up)
+          mutations=MUTATIONS, warm_up=warm_up, worker_modules=("daskgpu.kernels.kmeans",))
 def prepare(resolved: Resolved) -> Workload:
     """Make the shards on the workers (kept there), and build the task that clusters them."""
     client = data_parallel.run_client("kmeans-pipeline")

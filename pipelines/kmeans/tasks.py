@@ -19,7 +19,6 @@ import time
 import numpy as np
 
 from daskgpu.errors import ParameterError
-from daskgpu.kernels.kmeans import kmeans_counts_cost, kmeans_pass
 from daskgpu.toolkit import backends, data_parallel
 from daskgpu.toolkit.numeric import generator
 from pipelines.kmeans.shared import (
@@ -67,6 +66,23 @@ def make_shard(seed: int, index: int, rows: int, features: int, dtype: str, libr
         x *= BLOB_STD
     x += xp.asarray(centres.astype(dtype))[blob]
     return x
+
+
+def kmeans_pass(x, centroids):
+    """:func:`daskgpu.kernels.kmeans.kmeans_pass`, its module loaded on first use."""
+    # The kernel's module is loaded on a task's first use: the client, which builds the graph
+    # and checks the result, never imports Numba (the pipeline names the module as its
+    # workers' own, which their fork server imports).
+    from daskgpu.kernels import kmeans
+
+    return kmeans.kmeans_pass(x, centroids)
+
+
+def kmeans_counts_cost(x, candidates):
+    """:func:`daskgpu.kernels.kmeans.kmeans_counts_cost`, its module loaded on first use."""
+    from daskgpu.kernels import kmeans
+
+    return kmeans.kmeans_counts_cost(x, candidates)
 
 
 def shard_pass(x, centroids: np.ndarray) -> tuple:

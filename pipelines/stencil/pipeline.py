@@ -30,7 +30,6 @@ import numpy as np
 
 from daskgpu import config as daskgpu_config
 from daskgpu.errors import ParameterError
-from daskgpu.kernels.stencil import heat_step_numpy, heat_steps_in_place
 from daskgpu.toolkit import backends, chunking
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.params import (
@@ -131,6 +130,8 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     axis = xp.sin(math.pi * xp.arange(1, n + 1, dtype=np.float64) / (n + 1))
     u0 = xp.pad((axis[:, None] * axis[None, :]).astype(dtype), 1)
 
+    from daskgpu.kernels.stencil import heat_step_numpy
+
     def run():
         u = u0
         for _ in range(steps):
@@ -148,6 +149,8 @@ def warm_up(backend_name: str) -> None:
     CPU workers load the twin from Numba's cache; GPU workers compile the CUDA kernel (or load
     it from the cache) by running it on a small CuPy grid, as a run's blocks call it.
     """
+    from daskgpu.kernels.stencil import heat_steps_in_place
+
     xp = backends.array_module(backend_name)
     for dtype in (np.float64, np.float32):
         grid = xp.zeros((8, 8), dtype)
@@ -163,6 +166,7 @@ def warm_up(backend_name: str) -> None:
     baseline=baseline,
     mutations=MUTATIONS,
     warm_up=warm_up,
+    worker_modules=("daskgpu.kernels.stencil",),
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy evolution of u0, its l2 norm, and its check against the closed form."""

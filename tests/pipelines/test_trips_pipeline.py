@@ -602,26 +602,6 @@ def test_the_certificates_table_is_the_kernels_own():
     assert counts[0, trips_tasks.OUTSIDE] == 1  # 99 passengers: the other counts' column
 
 
-def test_the_client_of_a_run_imports_no_kernel():
-    """The client builds, presents and checks a run without Numba; its workers import the
-    kernels, which the pipeline names as theirs (the fork server imports them once)."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
-    script = ("import sys\n"
-              "import pipelines.trips.pipeline, pipelines.trips.check_cells\n"
-              "from daskgpu.toolkit import registry\n"
-              "spec = registry.get('trips-pipeline')\n"
-              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numba'"
-              " or 'kernels' in m), spec.worker_modules)\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[] ('daskgpu.kernels.trips',)"
-
-
 def test_cells_recomputed_by_numpy_equal_the_kernel():
     """The check's own cell tables (hour, slot, filter, haversine) against the fused kernel, on
     unusual values: missing times, fares, coordinates and passengers, times before 1970 and
