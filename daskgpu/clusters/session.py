@@ -270,6 +270,9 @@ def start(p: ClusterPlan, warm_up: str | Sequence[str] | None = None,
     began = time.perf_counter()
     cluster = client = None
     notices = list(p.notices)
+    # Held until the cluster is closed: a nanny restarting a worker that died as the run
+    # failed forks it as the others were, rather than spawn a fresh interpreter to close.
+    running = contextlib.ExitStack()
     try:
         if p.kind == "external":
             _no_cuda_context_here()
@@ -295,11 +298,13 @@ def start(p: ClusterPlan, warm_up: str | Sequence[str] | None = None,
         # A session left open across a REPL's or a notebook's calls (connect) sets no context
         # variable: it is handed to run() explicitly.
         current_client = client.as_current() if current else contextlib.nullcontext()
-        with current_client, dask.config.set(worker_processes.while_running(p.kind)):
+        running.enter_context(dask.config.set(worker_processes.while_running(p.kind)))
+        with current_client:
             yield session
     finally:
-        with interrupts.closing():  # a second Ctrl-C waits until the cluster is closed
-            closing.close(client, cluster, failed=sys.exc_info()[1] is not None)
+        failed = sys.exc_info()[1] is not None
+        with running, interrupts.closing():  # a second Ctrl-C waits until the cluster is closed
+            closing.close(client, cluster, failed=failed)
 
 
 @contextlib.contextmanager

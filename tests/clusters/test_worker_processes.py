@@ -229,3 +229,32 @@ def test_workers_forked_for_a_command_line_find_its_program_imported(tmp_path):
     # The server imported the program (cli.py, here a script alike) as multiprocessing's
     # __mp_main__: a worker forked from it does not import the program again.
     assert _last_line_of(tmp_path, _PRELOADED_MAIN) == "['server', 'server']"
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_workers_restarted_while_the_cluster_closes_are_forked_too(monkeypatch, fails):
+    """A run that fails (a task killed its worker, say) closes its cluster while the nanny may
+    still be restarting that worker: the fork setting holds until the cluster is closed, so
+    the restart is a fork, not a fresh interpreter spawned only to be closed; then the
+    setting is as it was."""
+    import contextlib
+
+    import distributed  # noqa: F401  (its defaults first: they are what the setting returns to)
+
+    from daskgpu.clusters import closing
+
+    seen = []
+    close = closing.close
+
+    def noting(*args, **kwargs):
+        seen.append(dask.config.get(worker_processes.METHOD_KEY))
+        return close(*args, **kwargs)
+
+    monkeypatch.setattr(closing, "close", noting)
+    before = dask.config.get(worker_processes.METHOD_KEY, None)
+    with pytest.raises(RuntimeError) if fails else contextlib.nullcontext():
+        with daskgpu.cluster(cpu=True, workers=1, threads_per_worker=1, dashboard=False):
+            if fails:
+                raise RuntimeError("the run failed")
+    assert seen == ["forkserver"]
+    assert dask.config.get(worker_processes.METHOD_KEY, None) == before
