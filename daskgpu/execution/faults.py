@@ -191,11 +191,10 @@ def _wait_until_done(client, futures: list) -> None:
 
 def _raise_failure(client, futures: list, devices, exc: Exception):
     """Raise ``exc``, a future's, in one line where it can be said in one."""
-    failed = _as_run_failed(exc)
-    if failed is not None and _no_running_worker(exc) and _every_one_paused(
-            _worker_statuses(client)):
+    if _no_running_worker(exc) and _every_one_paused(_worker_statuses(client)):
         # The scheduler counts paused workers as none: they are there, their memory is not.
-        failed = _all_paused(f"{exc.timeout:g}s", "no-workers-timeout")
+        raise _all_paused(f"{exc.timeout:g}s", "no-workers-timeout") from None
+    failed = _as_run_failed(exc)
     if failed is not None:
         raise failed from None
     erred = next((f for f in futures if f.status == "error"), None)

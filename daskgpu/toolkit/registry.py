@@ -324,6 +324,22 @@ def pipeline(
     return register
 
 
+def worker_function(module: str, name: str) -> Callable:
+    """``module.name``, with ``module`` imported on the first call rather than now.
+
+    For a pipeline's tasks to call a function of one of its ``worker_modules`` (a Numba
+    kernel, say): the client, which imports the tasks' module to build the graph, never imports
+    that module; the workers find it imported by the process they are forked from.
+    """
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f":func:`{module}.{name}`, its module imported on the first call."
+    return call
+
+
 def _redefines(registered: Callable, prepare: Callable) -> bool:
     """Whether ``prepare`` may take the place of ``registered`` under the same name.
 

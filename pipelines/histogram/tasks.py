@@ -29,18 +29,11 @@ from daskgpu.data import array_input, synthetic
 from daskgpu.errors import ParameterError
 from daskgpu.toolkit import chunking, pcg64, reductions, spot_checks
 from daskgpu.toolkit.backends import to_host
-from daskgpu.toolkit.registry import Resolved
+from daskgpu.toolkit.registry import Resolved, worker_function
 from pipelines.histogram import shared
 
-
-def histogram(values, lo, hi, bins):
-    """:func:`daskgpu.kernels.histogram.histogram`, its module loaded on first use."""
-    # The kernel's module is loaded on a task's first use: the client, which builds the graph
-    # and checks the result, never imports Numba (the pipeline names the module as its
-    # workers' own, which their fork server imports).
-    from daskgpu.kernels import histogram as kernel
-
-    return kernel.histogram(values, lo, hi, bins)
+# The kernel, imported by the workers only (the pipeline's worker_modules)
+histogram = worker_function("daskgpu.kernels.histogram", "histogram")
 
 
 def _block_histogram(block, lo, hi, bins):

@@ -21,6 +21,7 @@ import numpy as np
 from daskgpu.errors import ParameterError
 from daskgpu.toolkit import backends, data_parallel
 from daskgpu.toolkit.numeric import generator
+from daskgpu.toolkit.registry import worker_function
 from pipelines.kmeans.shared import (
     BLOB_STD,
     CENTRE_TRIES,
@@ -68,21 +69,9 @@ def make_shard(seed: int, index: int, rows: int, features: int, dtype: str, libr
     return x
 
 
-def kmeans_pass(x, centroids):
-    """:func:`daskgpu.kernels.kmeans.kmeans_pass`, its module loaded on first use."""
-    # The kernel's module is loaded on a task's first use: the client, which builds the graph
-    # and checks the result, never imports Numba (the pipeline names the module as its
-    # workers' own, which their fork server imports).
-    from daskgpu.kernels import kmeans
-
-    return kmeans.kmeans_pass(x, centroids)
-
-
-def kmeans_counts_cost(x, candidates):
-    """:func:`daskgpu.kernels.kmeans.kmeans_counts_cost`, its module loaded on first use."""
-    from daskgpu.kernels import kmeans
-
-    return kmeans.kmeans_counts_cost(x, candidates)
+# The kernels, imported by the workers only (the pipeline's worker_modules)
+kmeans_pass = worker_function("daskgpu.kernels.kmeans", "kmeans_pass")
+kmeans_counts_cost = worker_function("daskgpu.kernels.kmeans", "kmeans_counts_cost")
 
 
 def shard_pass(x, centroids: np.ndarray) -> tuple:

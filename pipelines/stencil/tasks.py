@@ -38,17 +38,11 @@ from dask.highlevelgraph import HighLevelGraph
 from daskgpu.errors import ParameterError
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.numeric import starts
+from daskgpu.toolkit.registry import worker_function
 from pipelines.stencil.shared import line_weights, probe_cells, sampled_lines
 
-
-def heat_steps_in_place(u, scratch, alpha, steps, window=None):
-    """:func:`daskgpu.kernels.stencil.heat_steps_in_place`, its module loaded on first use."""
-    # The kernel's module is loaded on a task's first use: the client, which builds the graph
-    # and checks the result, never imports Numba (the pipeline names the module as its
-    # workers' own, which their fork server imports).
-    from daskgpu.kernels import stencil
-
-    return stencil.heat_steps_in_place(u, scratch, alpha, steps, window)
+# The kernel, imported by the workers only (the pipeline's worker_modules)
+heat_steps_in_place = worker_function("daskgpu.kernels.stencil", "heat_steps_in_place")
 
 
 # Neighbours as (row offset, column offset): the sides, then the corners.
