@@ -323,13 +323,13 @@ def _describe(workload: Workload, seconds: list, moved: int, threads: int) -> No
     data_s, rows_s, transpose_s, columns_s, reduce_s = seconds
     workload.description.update({
         "threads_per_transform": threads,
-        "input_s": round(data_s, 4),
-        "local_fft_s": round(rows_s + columns_s, 4),
-        "row_fft_s": round(rows_s, 4),
-        "column_fft_s": round(columns_s, 4),
-        "transpose_s": round(transpose_s, 4),
+        "input_s": round(data_s, 6),
+        "local_fft_s": round(rows_s + columns_s, 6),
+        "row_fft_s": round(rows_s, 6),
+        "column_fft_s": round(columns_s, 6),
+        "transpose_s": round(transpose_s, 6),
         "transpose_bytes": moved,
         "transpose_gb_per_s": float(f"{moved / transpose_s / 1e9:.4g}") if transpose_s > 0
         else None,
-        "reduce_s": round(reduce_s, 4),
+        "reduce_s": round(reduce_s, 6),
     })
