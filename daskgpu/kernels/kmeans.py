@@ -45,9 +45,11 @@ Where not even a tile of 32 points fits (very many features), the points are rea
 are; where the centroids and sums do not fit, they are read and added in global memory.
 
 The CPU twins (``numba.njit(parallel=True)``) split the points into contiguous slices, one
-private table each, summed at the end in slice order: no races. They may add a distance's
-``d`` terms in another order than the kernels (vectorised); either way the rounding is that
-of a ``d``-term sum, which a caller comparing assignments allows for.
+private table each, summed at the end in slice order: no races. Each point is measured against
+four centroids at once (four independent sums, which the compiler interleaves), still compared
+in index order. They may add a distance's ``d`` terms in another order than the kernels
+(vectorised); either way the rounding is that of a ``d``-term sum, which a caller comparing
+assignments allows for.
 """
 
 from __future__ import annotations
@@ -91,27 +93,68 @@ _SM90_LIMITS = {"MULTIPROCESSOR_COUNT": 132, "MAX_THREADS_PER_MULTIPROCESSOR": 2
 # --------------------------------------------------------------------------- CPU twins
 
 
+# How many centroids the CPU twins measure a point against at once: four independent sums
+# over the features, which the compiler interleaves (1.4x one at a time, at d = 32, k = 16).
+_CPU_CENTROIDS_AT_ONCE = 4
+
+
+@numba.njit(cache=True, fastmath={"reassoc", "contract"}, inline="always")
+def _four_distances(point, c, j):  # pragma: no cover - compiled
+    """Squared distances, in ``point``'s dtype, from ``point`` to rows ``j .. j + 3`` of ``c``."""
+    s0 = s1 = s2 = s3 = point.dtype.type(0)
+    for f in range(point.shape[0]):
+        v = point[f]
+        e0 = v - c[j, f]
+        e1 = v - c[j + 1, f]
+        e2 = v - c[j + 2, f]
+        e3 = v - c[j + 3, f]
+        s0 += e0 * e0
+        s1 += e1 * e1
+        s2 += e2 * e2
+        s3 += e3 * e3
+    return s0, s1, s2, s3
+
+
+@numba.njit(cache=True, fastmath={"reassoc", "contract"}, inline="always")
+def _distance(point, c, j):  # pragma: no cover - compiled
+    dist = point.dtype.type(0)
+    for f in range(point.shape[0]):
+        diff = point[f] - c[j, f]
+        dist += diff * diff
+    return dist
+
+
 @numba.njit(cache=True, fastmath={"reassoc", "contract"})
 def _nearest_cpu(point, c):  # pragma: no cover - compiled
     """``(index, float64 distance)`` of ``point``'s nearest row of ``c``; ``(-1, inf)`` if none.
 
     Distances in ``point``'s dtype; where none is finite, again in float64 (an overflow of
     float32 squares has a finite float64 answer; a NaN or infinite coordinate has none).
+    Centroids are compared in index order, strictly: a tie goes to the lowest index.
     """
+    k = c.shape[0]
     best = -1
     low = point.dtype.type(np.inf)
-    for j in range(c.shape[0]):
-        dist = point.dtype.type(0)
-        for f in range(point.shape[0]):
-            diff = point[f] - c[j, f]
-            dist += diff * diff
+    j = 0
+    while j + _CPU_CENTROIDS_AT_ONCE <= k:
+        s0, s1, s2, s3 = _four_distances(point, c, j)
+        if s0 < low:
+            low, best = s0, j
+        if s1 < low:
+            low, best = s1, j + 1
+        if s2 < low:
+            low, best = s2, j + 2
+        if s3 < low:
+            low, best = s3, j + 3
+        j += _CPU_CENTROIDS_AT_ONCE
+    for rest in range(j, k):
+        dist = _distance(point, c, rest)
         if dist < low:
-            low = dist
-            best = j
+            low, best = dist, rest
     if best >= 0 or point.itemsize == 8:
         return best, np.float64(low)
     wide = np.inf
-    for j in range(c.shape[0]):
+    for j in range(k):
         dist64 = 0.0
         for f in range(point.shape[0]):
             diff64 = np.float64(point[f]) - np.float64(c[j, f])
