@@ -16,13 +16,16 @@ sample of cells from their rows, building on this module's comparisons and haver
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import dask
 import numpy as np
-import pandas as pd
 
 from daskgpu.toolkit.registry import Mutation, Resolved, Verification, Workload
 from pipelines.trips.shared import COLUMNS, partition_specs, synthetic_partition
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Relative tolerance of the reported means against the recomputed ones.
 RTOL = 1e-9
@@ -70,6 +73,8 @@ def _pandas_chunks(partition: tuple):
         table = pq.ParquetFile(partition[1]).read_row_group(partition[2], columns=list(COLUMNS))
         yield table.to_pandas()
     else:
+        import pandas as pd
+
         with pd.read_csv(partition[1], usecols=list(COLUMNS), parse_dates=["pickup_time"],
                          chunksize=CSV_CHUNK_ROWS) as chunks:
             yield from chunks
@@ -102,6 +107,8 @@ def _great_circle_atan2_km(lat1, lon1, lat2, lon2) -> np.ndarray:
 
 def _pandas_groups(trips: pd.DataFrame) -> pd.DataFrame:
     """Trips, fare and distance sums by (hour, passengers) of one frame, with pandas."""
+    import pandas as pd
+
     distance = _great_circle_asin_km(*(_floats(trips[name]) for name in COORDINATES))
     frame = pd.DataFrame({"hour": trips["pickup_time"].dt.hour.to_numpy(),
                           "passengers": trips["passengers"].to_numpy(),
@@ -122,7 +129,7 @@ def _wall_clock_hours(times: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _whole_numbers(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    if pd.api.types.is_integer_dtype(series.dtype) and not series.hasnans:
+    if series.dtype.kind in "iu" and not series.hasnans:
         return series.to_numpy(dtype=np.int64), np.ones(len(series), bool)
     values = _floats(series)
     present = np.isfinite(values)
@@ -131,6 +138,8 @@ def _whole_numbers(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 def _numpy_groups(trips: pd.DataFrame) -> pd.DataFrame:
     """The same sums with NumPy only: a combined key, np.unique and weighted bincounts."""
+    import pandas as pd  # the frame it is given, and the table it returns
+
     distance = _great_circle_atan2_km(*(_floats(trips[name]) for name in COORDINATES))
     fare = _floats(trips["fare"])
     hours, timed = _wall_clock_hours(trips["pickup_time"])
@@ -146,6 +155,8 @@ def _numpy_groups(trips: pd.DataFrame) -> pd.DataFrame:
 
 
 def _summed(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    import pandas as pd
+
     tables = [t for t in tables if len(t)]
     if not tables:
         empty = pd.MultiIndex.from_arrays([[], []], names=["hour", "passengers"])
@@ -308,30 +319,39 @@ def _columns(sums: pd.DataFrame) -> dict[str, list]:
     return sums.reset_index().to_dict(orient="list")
 
 
+def _altered(raw: dict, **columns) -> dict:
+    """``raw`` with some of its table's columns (NumPy arrays, see ``tasks._result``) replaced."""
+    return {**raw, "table": {**raw["table"], **columns}}
+
+
 def _triple_fares(raw: dict) -> dict:
-    return {**raw, "table": raw["table"].assign(fare_sum=raw["table"]["fare_sum"] * 3)}
+    return _altered(raw, fare_sum=raw["table"]["fare_sum"] * 3)
 
 
 def _unit_distances(raw: dict) -> dict:
-    return {**raw, "table": raw["table"].assign(distance_sum=1.0)}
+    return _altered(raw, distance_sum=np.ones_like(raw["table"]["distance_sum"]))
 
 
 def _one_more_trip(raw: dict) -> dict:
-    table = raw["table"].copy()
-    table.iloc[0, table.columns.get_loc("trips")] += 1
-    return {**raw, "table": table}
+    trips = raw["table"]["trips"].copy()
+    trips[0] += 1
+    return _altered(raw, trips=trips)
 
 
 def _swap_two_groups(raw: dict) -> dict:
     """The sums of the groups with the fewest and the most trips exchanged."""
-    table = raw["table"].copy()
-    rows = [int(np.argmin(table["trips"].to_numpy())), int(np.argmax(table["trips"].to_numpy()))]
-    table.iloc[rows] = table.iloc[rows[::-1]].to_numpy()
-    return {**raw, "table": table}
+    table = raw["table"]
+    rows = [int(np.argmin(table["trips"])), int(np.argmax(table["trips"]))]
+    swapped = {}
+    for name in SUMS:
+        values = table[name].copy()
+        values[rows] = values[rows[::-1]]
+        swapped[name] = values
+    return _altered(raw, **swapped)
 
 
 def _drop_a_group(raw: dict) -> dict:
-    return {**raw, "table": raw["table"].drop(index=raw["table"].index[0])}
+    return {**raw, "table": {name: values[1:] for name, values in raw["table"].items()}}
 
 
 MUTATIONS = (

@@ -14,7 +14,6 @@ on ``projection_weights(seed)``.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from daskgpu.toolkit import backends
 
@@ -57,6 +56,8 @@ def synthetic_columns(spec: tuple[int, int, int]) -> dict[str, np.ndarray]:
 
 def synthetic_partition(spec: tuple[int, int, int], library: str = "pandas"):
     """``rows`` synthetic trips of partition ``number`` as a frame of ``library``."""
+    import pandas as pd
+
     return backends.from_pandas(pd.DataFrame(synthetic_columns(spec)), library)
 
 

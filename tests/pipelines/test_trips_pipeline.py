@@ -654,3 +654,37 @@ def test_on_cudf_workers_both_depths_verify_and_catch_a_mutation(depth):
         mutation = spec.mutations[0]
         check = _verified(session, spec, workload, mutation.alter(copy.deepcopy(raw)), depth)
         assert not check.ok and mutation.named_in(check.detail)
+
+
+def _arrow_columns():
+    import pyarrow as pa
+
+    ticks = [0, 1_700_000_000, 86_399]
+    yield pa.chunked_array([pa.array([1.5, -2.0, 3.25])])
+    yield pa.chunked_array([pa.array([1.5, 2.0], pa.float32()), pa.array([3.0], pa.float32())])
+    yield pa.chunked_array([pa.array([1, 7, 3], pa.int32())])
+    yield pa.chunked_array([pa.array([1, None, 3])])  # nulls: NaN, through pyarrow's to_numpy
+    yield pa.chunked_array([pa.array([1.0, None])])
+    yield pa.chunked_array([], pa.float64())
+    for unit in ("s", "ms", "us", "ns"):
+        yield pa.chunked_array([pa.array(ticks, pa.timestamp(unit))])
+    yield pa.chunked_array([pa.array([0, None, 5], pa.timestamp("ms"))])
+    yield pa.chunked_array([pa.array(ticks, pa.timestamp("s", tz="America/New_York"))])
+    yield pa.chunked_array([pa.array([0, 20_000], pa.date32())])
+
+
+@pytest.mark.parametrize("column", list(_arrow_columns()), ids=str)
+def test_arrow_columns_convert_as_pyarrow_converts_them(column):
+    """The reader's own conversion gives what ``to_numpy`` gives: dtype, values, NaN and NaT."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    got = trips_tasks._arrow_values(column)
+    kind = column.type
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        column = pc.local_timestamp(column)
+    elif pa.types.is_date(kind):
+        column = column.cast(pa.timestamp("s"))
+    want = column.to_numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
