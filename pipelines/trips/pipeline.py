@@ -127,7 +127,7 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     values = dict(values)
     if values["input"] is not None:
         refuse_with_input(PARAMS, values, GENERATED, "trips")
-        # Imported here: it loads dask.array, which a worker running the ETL never needs.
+        # Imported here: the workers, which import this module, never open an input.
         from daskgpu.data import table_input
 
         return values, {"input": table_input.open_table(values["input"], COLUMNS)}
