@@ -119,11 +119,14 @@ def _pandas_groups(trips: pd.DataFrame) -> pd.DataFrame:
                          "distance_sum": by_group["distance"].sum()})
 
 
-def _wall_clock_hours(times: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Hour of day of each time (as the table's clock reads it) and whether there is one."""
+def _wall_clock_hours(times) -> tuple[np.ndarray, np.ndarray]:
+    """Hour of day of each time (as the table's clock reads it) and whether there is one.
+
+    ``times``: a pandas series (with or without a time zone) or NumPy ``datetime64`` values.
+    """
     if getattr(times.dtype, "tz", None) is not None:
         times = times.dt.tz_localize(None)
-    stamps = times.to_numpy()
+    stamps = times.to_numpy() if hasattr(times, "to_numpy") else np.asarray(times)
     hours = stamps.astype("datetime64[h]").astype(np.int64) % 24
     return hours, ~np.isnat(stamps)
 
@@ -233,14 +236,17 @@ def _by_group(rows: dict) -> dict[tuple, dict]:
             for r in zip(*rows.values(), strict=True)}
 
 
-def _expected_rows(sums: pd.DataFrame) -> dict[tuple, dict]:
-    """The reported columns computed from independent sums."""
-    trips, fare, distance = (sums[name].to_numpy() for name in SUMS)
+def _expected_rows(sums: dict) -> dict[tuple, dict]:
+    """The reported columns computed from independent sums, given as columns of the groups.
+
+    ``sums`` maps ``hour``, ``passengers`` and ``SUMS`` to equal-length sequences.
+    """
+    trips, fare, distance = (np.asarray(sums[name]) for name in SUMS)
     with np.errstate(divide="ignore", invalid="ignore"):
         columns = {"trips": trips, "fare_mean": fare / trips, "distance_mean_km": distance / trips,
                    "fare_per_km": fare / distance}
     return {key: {name: values[i] for name, values in columns.items()}
-            for i, key in enumerate(sums.index)}
+            for i, key in enumerate(zip(sums["hour"], sums["passengers"], strict=True))}
 
 
 def _differences(got: dict, expected: dict, columns, names: tuple[str, str]) -> list[str]:
@@ -290,7 +296,7 @@ def verify(workload: Workload, raw: dict, depth: str = "full") -> Verification:
     partitions = _check_partitions(resolved)
     sampled = _sampled(len(partitions), _sample_seed(resolved))
     (rows, sums, _), samples = _recomputed(partitions, sampled)
-    expected = _expected_rows(sums)
+    expected = _expected_rows(_columns(sums))
     problems = []
     wrong = _differences(_by_group(value["table"]), expected, REPORTED,
                          ("reported", "recomputed"))

@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 
 from daskgpu.toolkit import spot_checks
 from daskgpu.toolkit.registry import Resolved, Verification, Workload
@@ -44,7 +43,6 @@ from pipelines.trips.check import (
     _great_circle_asin_km,
     _label,
     _summary,
-    _summed,
     _wall_clock_hours,
 )
 from pipelines.trips.shared import (
@@ -111,19 +109,33 @@ def _plan_problems(resolved: Resolved, planned: list[int], certificates: list) -
     return problems
 
 
-def _certified_sums(certificates: list[dict]) -> pd.DataFrame:
-    """Trips, fare and distance sums by (hour, passengers) of all partitions' tables."""
-    tables = []
+def _certified_sums(certificates: list[dict]) -> dict[str, list]:
+    """Trips, fare and distance sums by (hour, passengers) of all partitions' tables.
+
+    As columns (``hour``, ``passengers`` and ``SUMS``), one entry per group, in group order:
+    the dense tables added in partition order, then each partition's exact groups of other
+    passenger counts added to theirs.
+    """
+    groups: dict[tuple, list] = {}
     for certificate in certificates:
         counts, sums = certificate["counts"], certificate["sums"]
-        hours, slots = np.nonzero(counts[:, :SLOTS - 1])
-        index = pd.MultiIndex.from_arrays([hours, slots], names=["hour", "passengers"])
-        tables.append(pd.DataFrame({"trips": counts[hours, slots],
-                                    "fare_sum": sums[0][hours, slots],
-                                    "distance_sum": sums[1][hours, slots]}, index=index))
-        if certificate["outside"] is not None:
-            tables.append(certificate["outside"][list(SUMS)])
-    return _summed(tables)
+        for hour, slot in zip(*np.nonzero(counts[:, :SLOTS - 1]), strict=True):
+            _add(groups, (int(hour), int(slot)), (counts[hour, slot], sums[0][hour, slot],
+                                                  sums[1][hour, slot]))
+        outside = certificate["outside"]
+        if outside is not None:
+            for key, row in zip(outside.index, outside[list(SUMS)].to_numpy(), strict=True):
+                _add(groups, key, row)
+    keys = sorted(groups)
+    return {"hour": [k[0] for k in keys], "passengers": [k[1] for k in keys],
+            **{name: [groups[k][i] for k in keys] for i, name in enumerate(SUMS)}}
+
+
+def _add(groups: dict[tuple, list], key: tuple, values) -> None:
+    total = groups.setdefault(key, [0, 0.0, 0.0])
+    total[0] += int(values[0])
+    total[1] += float(values[1])
+    total[2] += float(values[2])
 
 
 def _close(a: float, b: float, terms: int) -> bool:
@@ -212,7 +224,7 @@ def recomputed_cells(cells: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     distance = _great_circle_asin_km(*(np.asarray(rows[n], dtype=np.float64)
                                        for n in COORDINATES))
     fare = np.asarray(rows["fare"], dtype=np.float64)
-    hours, timed = _wall_clock_hours(pd.Series(rows["pickup_time"]))
+    hours, timed = _wall_clock_hours(rows["pickup_time"])
     slots, counted = _slots(rows["passengers"])
     with np.errstate(invalid="ignore"):
         kept = timed & counted & (fare > 0) & (distance > 0)
@@ -302,7 +314,7 @@ def _reported_problems(value: dict, certificates: list[dict]) -> tuple[list[str]
     if wrong:
         problems.append(_summary(wrong, len(expected),
                                  "disagree with the partitions' certificates"))
-    totals = {"rows": sum(c["rows"] for c in certificates), "kept": int(sums["trips"].sum()),
+    totals = {"rows": sum(c["rows"] for c in certificates), "kept": sum(sums["trips"]),
               "groups": len(expected)}
     for name, want in totals.items():
         if value[name] != want:

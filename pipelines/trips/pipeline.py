@@ -44,7 +44,7 @@ from pipelines.trips.shared import (
 )
 from pipelines.trips.tasks import GROUP, partial_sums, tree
 
-if TYPE_CHECKING:  # pandas is imported where a frame is built: the workers need none
+if TYPE_CHECKING:  # pandas only where a frame is built (the baseline, an --output file)
     import pandas as pd
 
 CPU_DEFAULT_ROWS = 20_000_000
@@ -97,14 +97,27 @@ def _aggregate(frame):
     )
 
 
-def finish(table: pd.DataFrame) -> pd.DataFrame:
-    """Means and fare per km from the summed table, sorted by hour and passengers."""
-    table = table.sort_index().reset_index()
-    table["fare_mean"] = table["fare_sum"] / table["trips"]
-    table["distance_mean_km"] = table["distance_sum"] / table["trips"]
-    table["fare_per_km"] = table["fare_sum"] / table["distance_sum"]
-    table["trips"] = table["trips"].astype(np.int64)
-    return table[GROUP + ["trips", "fare_mean", "distance_mean_km", "fare_per_km"]]
+def finish(sums: dict) -> dict[str, list]:
+    """Means and fare per km from summed columns, sorted by hour and passengers, as lists.
+
+    ``sums`` maps ``hour``, ``passengers``, ``trips``, ``fare_sum`` and ``distance_sum`` to
+    arrays with one entry per group; the result holds ``hour``, ``passengers``, ``trips``,
+    ``fare_mean``, ``distance_mean_km`` and ``fare_per_km``.
+    """
+    hour, passengers = (np.asarray(sums[name]) for name in GROUP)
+    order = np.lexsort((passengers, hour))
+    trips, fare, distance = (np.asarray(sums[name])[order]
+                             for name in ("trips", "fare_sum", "distance_sum"))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        columns = {"hour": hour[order], "passengers": passengers[order],
+                   "trips": trips.astype(np.int64), "fare_mean": fare / trips,
+                   "distance_mean_km": distance / trips, "fare_per_km": fare / distance}
+    return {name: values.tolist() for name, values in columns.items()}
+
+
+def _frame_sums(frame) -> dict:
+    """The baseline's grouped pandas frame as the columns :func:`finish` takes."""
+    return {name: column.to_numpy() for name, column in frame.reset_index().items()}
 
 
 def default_partitions(rows: int, backend) -> int:
@@ -119,11 +132,6 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
 
     With an ``input``, the options of generated trips (``GENERATED``) are refused.
     """
-    # The client makes frames of the result (to present and check it): pandas is imported now,
-    # while a cluster started for the run is still starting its workers (which need none), not
-    # after the compute, where the user would wait for it.
-    import pandas  # noqa: F401
-
     values = dict(values)
     if values["input"] is not None:
         refuse_with_input(PARAMS, values, GENERATED, "trips")
@@ -222,12 +230,12 @@ def _read_pandas(source) -> pd.DataFrame:
                       for f in source.files], ignore_index=True)
 
 
-def _pandas_etl(frame: pd.DataFrame) -> pd.DataFrame:
+def _pandas_etl(frame: pd.DataFrame) -> dict[str, list]:
     from daskgpu.kernels.haversine import haversine_numpy
 
     distance = haversine_numpy(frame["pickup_lat"].to_numpy(), frame["pickup_lon"].to_numpy(),
                                frame["dropoff_lat"].to_numpy(), frame["dropoff_lon"].to_numpy())
-    return finish(_aggregate(frame.assign(distance_km=distance)))
+    return finish(_frame_sums(_aggregate(frame.assign(distance_km=distance))))
 
 
 def baseline(resolved: Resolved) -> tuple[float, dict]:
@@ -250,7 +258,7 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
         return seconds, _answer(len(frame), table)
     on_device = backends.from_pandas(frame, backend.dataframe_library)
     seconds, sums = timed(backend, lambda: _aggregate(_with_distance(on_device)))
-    return seconds, _answer(len(frame), finish(backends.to_host(sums)))
+    return seconds, _answer(len(frame), finish(_frame_sums(backends.to_host(sums))))
 
 
 def warm_up(backend_name: str) -> None:
@@ -296,16 +304,14 @@ def prepare(resolved: Resolved) -> Workload:
     )
 
 
-def _answer(rows: int, table: pd.DataFrame) -> dict:
-    """The reported value: rows read, trips kept, groups, and the finished table as lists."""
-    return {"rows": int(rows), "kept": int(table["trips"].sum()), "groups": len(table),
-            "table": table.to_dict(orient="list")}
+def _answer(rows: int, table: dict[str, list]) -> dict:
+    """The reported value: rows read, trips kept, groups, and the finished table (lists)."""
+    return {"rows": int(rows), "kept": int(sum(table["trips"])), "groups": len(table["trips"]),
+            "table": table}
 
 
 def _present(workload: Workload, raw: dict) -> dict:
-    import pandas as pd
-
-    return _answer(raw["rows"], finish(pd.DataFrame(raw["table"]).set_index(GROUP)))
+    return _answer(raw["rows"], finish(raw["table"]))
 
 
 def _save(workload: Workload, value: dict, path: str) -> None:
