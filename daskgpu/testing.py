@@ -29,11 +29,12 @@ from daskgpu.execution import faults, runner, task_errors
 from daskgpu.toolkit import output, registry
 from daskgpu.toolkit.registry import Pipeline
 from daskgpu.toolkit.workload import Mutation, Verification, Workload
+from daskgpu.verification import depths
 
 __all__ = ["CaughtMutation", "CheckReport", "check_pipeline", "compute_as_a_run"]
 
 #: The depths a pipeline's check can run at (``off`` checks nothing).
-VERIFY_DEPTHS = ("fast", "full")
+VERIFY_DEPTHS = depths.CHECKED
 
 
 @dataclass(frozen=True)

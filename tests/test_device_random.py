@@ -11,7 +11,7 @@ import pytest
 from daskgpu.data import synthetic
 from daskgpu.toolkit import numeric
 from daskgpu.toolkit.numeric import CounterGenerator, generator, philox4x64, seed_word
-from pipelines.mean.check import redrawn_uniform_sum
+from pipelines.mean.check import redrawn_sums
 
 # Blocks 1379 and 28496 of seed 0: CuPy keeps 32 bits of the seed it is given, and these two
 # blocks' seeds (their sequences' first 64-bit words) are cut to the same 32 bits.
@@ -119,7 +119,7 @@ def test_a_block_summed_in_pieces_is_the_check_s_block_drawn_whole(cupy_stand_in
                 library="cupy", chunks_of_data=((300, 300), (250,) * 3),
                 stream_elements=piece)
             number = int(np.ravel_multi_index(location, grid))
-            whole = redrawn_uniform_sum(SEED, number, shape, dtype, "cupy")
+            whole = float(redrawn_sums(SEED, number, shape, dtype, "cupy")[0])
             assert float(summed.ravel()[0]) == pytest.approx(whole, rel=1e-12, abs=0)
 
 

@@ -24,11 +24,11 @@ from daskgpu.errors import ParameterError, python_spelling
 from daskgpu.toolkit import backends, registry
 from pipelines import BUILTIN
 
-# What building a pipeline may reach of the library: the toolkit, the data, the kernels, errors
-# and config, and the device description a backend carries. Never the cluster's start, the
+# What building a pipeline may reach of the library: the toolkit, the verification toolkit, the
+# data, the kernels, errors and config, and the device description a backend carries. Never the cluster's start, the
 # runner, the benchmarks or the command line.
-PIPELINE_FACING = ("daskgpu.toolkit", "daskgpu.data", "daskgpu.kernels", "daskgpu.errors",
-                   "daskgpu.config")
+PIPELINE_FACING = ("daskgpu.toolkit", "daskgpu.verification", "daskgpu.data", "daskgpu.kernels",
+                   "daskgpu.errors", "daskgpu.config")
 REACHABLE_FROM_PIPELINES = (*PIPELINE_FACING, "daskgpu.clusters.devices")
 PACKAGES_ON_THE_WAY = {"daskgpu", "daskgpu.clusters"}  # their __init__ imports nothing
 PACKAGE_FILES = {"__init__.py", "pipeline.py", "tasks.py", "shared.py", "check.py"}

@@ -12,7 +12,7 @@ import click
 from daskgpu.errors import ParameterError
 from daskgpu.toolkit import registry
 from daskgpu.toolkit.params import Param, output_path
-from daskgpu.toolkit.workload import DEPTHS
+from daskgpu.verification.depths import DEFAULT, DEPTHS
 
 
 class PipelineParamType(click.ParamType):
@@ -125,7 +125,7 @@ def cluster_options() -> list[click.Option]:
           help="Spill GPU memory to host above this (e.g. 0.8 or 30GB)."),
         o(["--protocol"], type=click.Choice(["tcp", "ucx"]), default="tcp", show_default=True,
           help="Communication protocol between GPU workers."),
-        o(["--verify"], type=click.Choice(DEPTHS), default=DEPTHS[0], show_default=True,
+        o(["--verify"], type=click.Choice(DEPTHS), default=DEFAULT, show_default=True,
           help="How deeply to check the answer: fast (certificates and seeded spot checks, a "
           "small share of the compute), full (the exhaustive audit), off (not checked, and "
           "said so)."),

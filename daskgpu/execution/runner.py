@@ -13,13 +13,14 @@ import dask
 
 from daskgpu.clusters import session as sessions
 from daskgpu.clusters.session import Session
-from daskgpu.errors import ParameterError, pipeline_code, python_names
+from daskgpu.errors import pipeline_code, python_names
 from daskgpu.execution import faults, memory, task_errors
 from daskgpu.execution.progress import ProgressBar
 from daskgpu.toolkit import backends, output, registry
 from daskgpu.toolkit.backends import Backend
 from daskgpu.toolkit.registry import Pipeline, Resolved
-from daskgpu.toolkit.workload import DEPTHS, Verification
+from daskgpu.toolkit.workload import Verification
+from daskgpu.verification import depths
 
 
 @dataclass
@@ -168,10 +169,9 @@ def check_depth(verify: str) -> None:
     Raises
     ------
     ParameterError
-        Naming the depths there are.
+        Naming the depths there are (:func:`daskgpu.verification.depths.parse`).
     """
-    if verify not in DEPTHS:
-        raise ParameterError(f"--verify {verify}: choose {', '.join(DEPTHS)}")
+    depths.parse(verify)
 
 
 def execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool = False,

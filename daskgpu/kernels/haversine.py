@@ -27,7 +27,7 @@ digits.
 - a NumPy array (or a pandas Series, through ``.to_numpy()``): ``_haversine_cpu``, the
   ``numba.njit(parallel=True)`` twin, the same fused pass split across cores.
 
-The twin and the kernel share one function, ``_distance``, which evaluates ``cos φ1 cos φ2`` as
+The twin and the kernel share one function, ``distance``, which evaluates ``cos φ1 cos φ2`` as
 ``cos²((φ1 + φ2)/2) - sin²(Δφ/2)`` (an identity): three sines and cosines per point instead of
 four, the largest cost on a CPU. For latitudes in [-90, 90] that is as accurate as the textbook
 product (``cos²`` of the mean latitude is never below ``sin²(Δφ/2)``, so ``a`` keeps a relative
@@ -57,7 +57,7 @@ _DIAMETER_KM = 2.0 * EARTH_RADIUS_KM
 _NAMES = ("lat1", "lon1", "lat2", "lon2")
 
 
-def _distance(lat1, lon1, lat2, lon2):
+def distance(lat1, lon1, lat2, lon2):
     """Distance in km between two points in degrees (any float type; computed in float64).
 
     ``a`` is clamped with comparisons that are false for NaN, so NaN passes through.
@@ -74,14 +74,14 @@ def _distance(lat1, lon1, lat2, lon2):
     return _DIAMETER_KM * math.asin(math.sqrt(a))
 
 
-_distance_cpu = numba.njit(inline="always", cache=True, fastmath=False)(_distance)
+distance_cpu = numba.njit(inline="always", cache=True, fastmath=False)(distance)
 
 
 @numba.njit(parallel=True, cache=True, fastmath=False)
 def _haversine_cpu(lat1, lon1, lat2, lon2, out):  # pragma: no cover - compiled
     """CPU twin: one fused pass, the points split across cores, into the preallocated ``out``."""
     for i in prange(out.shape[0]):
-        out[i] = _distance_cpu(lat1[i], lon1[i], lat2[i], lon2[i])
+        out[i] = distance_cpu(lat1[i], lon1[i], lat2[i], lon2[i])
 
 
 def _is_device(x) -> bool:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from numba import cuda
 
-from daskgpu.kernels.haversine import _distance
+from daskgpu.kernels.haversine import distance
 
 __all__ = ["distance_gpu", "haversine_kernel"]
 
-distance_gpu = cuda.jit(device=True, inline=True)(_distance)
+distance_gpu = cuda.jit(device=True, inline=True)(distance)
 
 
 @cuda.jit

@@ -25,7 +25,7 @@ table in shared memory (a uint32 count and two float64 sums per cell, shared-mem
 contended only within the block), then adds its non-empty cells to the global table with one
 atomic each. The CPU twin (``_trip_sums_cpu``, ``numba.njit(parallel=True)``) splits the rows
 into contiguous slices, one private table each, summed at the end: no races, and the same cell
-function (``_cell``) decides every trip on both.
+function (``cell``) decides every trip on both.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numpy as np
 from numba import prange
 
 from daskgpu.kernels import launch
-from daskgpu.kernels.haversine import _distance_cpu, haversine_km
+from daskgpu.kernels.haversine import distance_cpu, haversine_km
 
 __all__ = ["HOURS", "NAT", "OUTSIDE", "PASSENGER_SLOTS", "outside_sums", "ticks_per_hour",
            "trip_sums"]
@@ -47,8 +47,8 @@ HOURS = 24
 PASSENGER_SLOTS = 16
 #: The table's column for every other passenger count (negative, larger, fractional).
 OUTSIDE = PASSENGER_SLOTS
-_WIDTH = PASSENGER_SLOTS + 1
-_CELLS = HOURS * _WIDTH  # a global constant, as cuda.shared.array's shape must be
+WIDTH = PASSENGER_SLOTS + 1
+CELLS = HOURS * WIDTH  # a global constant, as cuda.shared.array's shape must be
 #: The int64 value of NaT (a missing time).
 NAT = np.iinfo(np.int64).min
 # Per-block counters are uint32: no block may see more rows than this.
@@ -59,7 +59,7 @@ _NAMES = ("ticks", "passengers", "fare", "lat1", "lon1", "lat2", "lon2")
 _SECONDS = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 
 
-def _cell(t, per_hour, p, f):
+def cell(t, per_hour, p, f):
     """The table cell of a trip with ticks ``t``, passengers ``p``, fare ``f``; -1: dropped.
 
     Checks everything but the distance: a present time, present passengers, ``f > 0``.
@@ -72,10 +72,10 @@ def _cell(t, per_hour, p, f):
         k = int(p)
         if k == p:
             slot = k
-    return hour * _WIDTH + slot
+    return hour * WIDTH + slot
 
 
-_cell_cpu = numba.njit(inline="always", cache=True)(_cell)
+_cell_cpu = numba.njit(inline="always", cache=True)(cell)
 
 
 @numba.njit(parallel=True, cache=True, fastmath=False)
@@ -83,23 +83,23 @@ def _trip_sums_cpu(ticks, per_hour, passengers, fare, lat1, lon1, lat2, lon2,
                    nchunks):  # pragma: no cover - compiled
     """CPU twin: ``nchunks`` contiguous slices, a private table each, then summed."""
     n = ticks.shape[0]
-    counts = np.zeros((nchunks, _CELLS), np.int64)
-    sums = np.zeros((nchunks, 2, _CELLS), np.float64)
+    counts = np.zeros((nchunks, CELLS), np.int64)
+    sums = np.zeros((nchunks, 2, CELLS), np.float64)
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
         for i in range(c * step, min(n, (c + 1) * step)):
             cell = _cell_cpu(ticks[i], per_hour, passengers[i], fare[i])
             if cell < 0:
                 continue
-            d = _distance_cpu(lat1[i], lon1[i], lat2[i], lon2[i])
+            d = distance_cpu(lat1[i], lon1[i], lat2[i], lon2[i])
             if d > 0:
                 counts[c, cell] += 1
                 sums[c, 0, cell] += fare[i]
                 sums[c, 1, cell] += d
-    total_counts = np.zeros(_CELLS, np.int64)
-    total_sums = np.zeros((2, _CELLS), np.float64)
+    total_counts = np.zeros(CELLS, np.int64)
+    total_sums = np.zeros((2, CELLS), np.float64)
     for c in range(nchunks):
-        for j in range(_CELLS):
+        for j in range(CELLS):
             total_counts[j] += counts[c, j]
             total_sums[0, j] += sums[c, 0, j]
             total_sums[1, j] += sums[c, 1, j]
@@ -157,7 +157,7 @@ def _host(arrays, per_hour: int, n: int):
               for name, x in zip(_NAMES, arrays, strict=True)]
     nchunks = max(1, min(numba.get_num_threads(), n // _MIN_PER_THREAD))
     counts, sums = _trip_sums_cpu(arrays[0], np.int64(per_hour), *arrays[1:], nchunks)
-    return counts.reshape(HOURS, _WIDTH), sums.reshape(2, HOURS, _WIDTH)
+    return counts.reshape(HOURS, WIDTH), sums.reshape(2, HOURS, WIDTH)
 
 
 def _device(arrays, per_hour: int, n: int):
@@ -165,8 +165,8 @@ def _device(arrays, per_hour: int, n: int):
 
     first = arrays[0]
     stream = launch.stream_for(first)
-    counts = launch.like(first, (HOURS, _WIDTH), np.int64)
-    sums = launch.like(first, (2, HOURS, _WIDTH), np.float64)
+    counts = launch.like(first, (HOURS, WIDTH), np.int64)
+    sums = launch.like(first, (2, HOURS, WIDTH), np.float64)
     if n:
         views = [launch.to_numba(x) for x in arrays]
         blocks, threads = launch.grid_1d(n)

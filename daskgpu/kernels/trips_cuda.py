@@ -10,22 +10,22 @@ import numpy as np
 from numba import cuda
 
 from daskgpu.kernels.haversine_cuda import distance_gpu
-from daskgpu.kernels.trips import _CELLS, _WIDTH, _cell
+from daskgpu.kernels.trips import CELLS, WIDTH, cell
 
 __all__ = ["cell_gpu", "trip_sums_kernel"]
 
-cell_gpu = cuda.jit(device=True, inline=True)(_cell)
+cell_gpu = cuda.jit(device=True, inline=True)(cell)
 
 
 @cuda.jit
 def trip_sums_kernel(ticks, per_hour, passengers, fare, lat1, lon1, lat2, lon2, counts,
                       sums):  # pragma: no cover - compiled
     """One pass; each block sums into shared memory, then adds its cells to the global table."""
-    s_count = cuda.shared.array(_CELLS, np.uint32)
-    s_fare = cuda.shared.array(_CELLS, np.float64)
-    s_dist = cuda.shared.array(_CELLS, np.float64)
+    s_count = cuda.shared.array(CELLS, np.uint32)
+    s_fare = cuda.shared.array(CELLS, np.float64)
+    s_dist = cuda.shared.array(CELLS, np.float64)
     tid = cuda.threadIdx.x
-    for j in range(tid, _CELLS, cuda.blockDim.x):
+    for j in range(tid, CELLS, cuda.blockDim.x):
         s_count[j] = 0
         s_fare[j] = 0.0
         s_dist[j] = 0.0
@@ -39,10 +39,10 @@ def trip_sums_kernel(ticks, per_hour, passengers, fare, lat1, lon1, lat2, lon2, 
                 cuda.atomic.add(s_fare, cell, np.float64(fare[i]))
                 cuda.atomic.add(s_dist, cell, d)
     cuda.syncthreads()
-    for j in range(tid, _CELLS, cuda.blockDim.x):
+    for j in range(tid, CELLS, cuda.blockDim.x):
         c = s_count[j]
         if c != 0:
-            hour, slot = j // _WIDTH, j % _WIDTH
+            hour, slot = j // WIDTH, j % WIDTH
             cuda.atomic.add(counts, (hour, slot), np.int64(c))
             cuda.atomic.add(sums, (0, hour, slot), s_fare[j])
             cuda.atomic.add(sums, (1, hour, slot), s_dist[j])

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from daskgpu.errors import ParameterError, UnknownPipeline, pipeline_code, python_names
 from daskgpu.toolkit.params import Param
-from daskgpu.toolkit.workload import DEPTHS, Mutation, Verification, Workload
+from daskgpu.toolkit.workload import Mutation, Verification, Workload
 
 if TYPE_CHECKING:
     from daskgpu.toolkit.backends import Backend
@@ -136,16 +136,17 @@ class Pipeline:
         Parameters
         ----------
         depth : {"fast", "full"}
-            The depth asked for. A ``verify`` that takes no depth runs its one check, and the
-            verification says "full".
+            The depth asked for (see :mod:`daskgpu.verification.depths`). A ``verify`` that
+            takes no depth runs its one check, and the verification says "full".
 
         Returns
         -------
         Verification
             With ``depth`` set to the depth that ran.
         """
-        if depth not in DEPTHS[:2]:
-            raise ValueError(f"depth {depth!r}: choose one of {', '.join(DEPTHS[:2])}")
+        from daskgpu.verification import depths
+
+        depth = depths.checked(depth)
         with pipeline_code(self.name, "verify"):
             if "depth" in inspect.signature(self.verify).parameters:
                 return replace(self.verify(workload, raw, depth=depth), depth=depth)
@@ -301,7 +302,9 @@ def pipeline(
     """Register the decorated ``prepare(resolved) -> Workload`` as a pipeline.
 
     ``verify(workload, raw, depth)`` checks the answer at ``depth`` ("fast" or "full"; see
-    :meth:`Pipeline.check`; a ``verify(workload, raw)`` is one check for both). The optional
+    :meth:`Pipeline.check`; a ``verify(workload, raw)`` is one check for both): a
+    :class:`daskgpu.verification.Check` declares one, and its mutations stand for
+    ``mutations``. The optional
     ``settle(backend, values)`` returns ``(values, inputs)``: the values with backend-dependent
     defaults filled in, and the input sources it opened and checked (refusing bad ones before a
     cluster starts). The optional ``baseline(resolved) -> (seconds, answer)`` times the same
@@ -312,10 +315,12 @@ def pipeline(
     for the pipeline as it starts; ``worker_modules`` names modules its tasks import on a worker
     only (see :class:`Pipeline`).
     """
+    # A declared check (daskgpu.verification.Check) carries its own mutations.
+    declared = tuple(mutations) or tuple(getattr(verify, "mutations", ()))
 
     def register(prepare: Callable[[Resolved], Workload]) -> Pipeline:
         spec = Pipeline(name, summary, tuple(params), prepare, verify, settle, baseline,
-                        tuple(mutations), warm_up, tuple(worker_modules))
+                        declared, warm_up, tuple(worker_modules))
         if name in _REGISTRY and not _redefines(_REGISTRY[name].prepare, prepare):
             raise ValueError(f"pipeline {name!r} is registered twice")
         _REGISTRY[name] = spec

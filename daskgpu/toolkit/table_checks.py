@@ -73,10 +73,10 @@ def groups_recomputed(reference: Callable[..., Any], *, by: str, rtol: float = 0
     """
 
     def verify(workload: Workload, raw: Any, depth: str = "fast") -> Verification:
-        from daskgpu.toolkit.table_pipeline import _host_table
+        from daskgpu.toolkit.table_pipeline import host_table
 
         data: TableData = workload.context["table"]
-        result = _host_table(raw)
+        result = host_table(raw)
         if result is None or by not in result.columns:
             return Verification(False, f"result: no column {by!r} (groups_recomputed needs "
                                        "one, or an index of that name)")

@@ -238,7 +238,7 @@ def present_table(workload: Workload, raw: Any) -> Any:
     DataFrame first; a larger table stays a pandas DataFrame. Anything else goes through
     :func:`~daskgpu.toolkit.array_pipeline.json_ready`.
     """
-    table = _host_table(raw)
+    table = host_table(raw)
     if table is None:
         return json_ready(raw)
     if table.size > LIST_LIMIT:
@@ -246,7 +246,7 @@ def present_table(workload: Workload, raw: Any) -> Any:
     return json_ready(table.to_dict(orient="records"))
 
 
-def _host_table(raw: Any) -> pd.DataFrame | None:
+def host_table(raw: Any) -> pd.DataFrame | None:
     if hasattr(raw, "to_pandas") and not isinstance(raw, (pd.DataFrame, pd.Series)):
         raw = raw.to_pandas()  # cuDF
     if isinstance(raw, pd.Series):
@@ -266,7 +266,7 @@ def every_tenth_group_changed(by: str) -> Mutation:
     """
 
     def change(raw: Any) -> pd.DataFrame:
-        table = _host_table(raw)
+        table = host_table(raw)
         if table is None or by not in table.columns:
             raise ValueError(f"every_tenth_group_changed: the result has no column {by!r}")
         table = table.copy()

@@ -1,9 +1,7 @@
 """What building a pipeline produces, and how its answer is judged (Verification, Mutation).
 
-A run checks its answer at one of :data:`DEPTHS`: ``fast`` (the default: certificates the run
-computes beside its answer, seeded spot checks with a stated detection probability, cheap
-independent invariants; at most about a tenth of the compute), ``full`` (the exhaustive audit)
-or ``off`` (no check, and the result says so).
+A run checks its answer at one of the depths of :mod:`daskgpu.verification.depths` (``fast``,
+the default; ``full``; ``off``); what checks share is in :mod:`daskgpu.verification`.
 """
 
 from __future__ import annotations
@@ -15,10 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from daskgpu.toolkit.registry import Resolved
-
-#: How deeply a run checks its answer: the first is the default.
-DEPTHS = ("fast", "full", "off")
-
 
 @dataclass
 class Workload:

@@ -30,9 +30,10 @@ from daskgpu.toolkit.params import (
 )
 from daskgpu.toolkit.registry import Resolved, Workload, pipeline
 from daskgpu.toolkit.timing import timed
+from daskgpu.verification import Grid, replay
 from pipelines.mean import SUMMARY
-from pipelines.mean.check import MUTATIONS, redrawn_uniform_sum, verify
-from pipelines.mean.shared import block_grid, block_shape
+from pipelines.mean.check import CHECK
+from pipelines.mean.shared import MeanContext
 from pipelines.mean.tasks import input_mean, random_mean
 
 CPU_DEFAULT_SIZE = 10_000
@@ -105,13 +106,12 @@ def baseline(resolved: Resolved) -> tuple[float, float]:
     shape = (resolved["size"],) * 2
     dtype = np.dtype(resolved["dtype"])
     block = chunking.resolve_chunks(resolved["chunks"], shape, dtype.itemsize, backend)
-    chunk_sizes = da.core.normalize_chunks(block, shape)
-    grid = block_grid(chunk_sizes)
+    grid = Grid(da.core.normalize_chunks(block, shape))
 
     def mean() -> float:
-        sums = [redrawn_uniform_sum(resolved["seed"], number, block_shape(chunk_sizes, loc),
-                                    dtype.name, backend.array_library)
-                for number, loc in enumerate(np.ndindex(*grid))]
+        sums = [float(replay.redraw(resolved["seed"], number, grid.block_shape(number), dtype,
+                                    backend.array_library).sum(dtype=np.float64))
+                for number in range(grid.blocks)]
         return math.fsum(sums) / math.prod(shape)
 
     return timed(backend, mean)
@@ -124,10 +124,9 @@ def baseline(resolved: Resolved) -> tuple[float, float]:
     "mean-pipeline",
     SUMMARY,
     PARAMS,
-    verify,
+    CHECK,
     settle=settle,
     baseline=baseline,
-    mutations=MUTATIONS,
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy mean of a random array, or of the input."""
@@ -141,8 +140,9 @@ def prepare(resolved: Resolved) -> Workload:
 def _input_workload(backend, path, source, chunks) -> Workload:
     block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
     described = {"source": path, "format": source.kind}
-    return _workload(input_mean(source, block, backend), source.shape, block, source.dtype,
-                     described, {"source": source, "library": backend.array_library})
+    context = {"source": source}
+    return _workload(input_mean(source, block, backend), backend, source.shape, block,
+                     source.dtype, described, context)
 
 
 def _random_workload(backend, size, chunks, dtype, seed) -> Workload:
@@ -151,27 +151,26 @@ def _random_workload(backend, size, chunks, dtype, seed) -> Workload:
     shape = (size, size)
     block = chunking.resolve_chunks(chunks, shape, dtype.itemsize, backend)
     described = {"source": "random uniform [0,1)", "seed": seed}
-    context = {"source": None, "seed": seed, "dtype": dtype.name,
-               "library": backend.array_library}
-    return _workload(random_mean(shape, block, dtype, seed, backend), shape, block, dtype,
-                     described, context)
+    context = {"seed": seed, "dtype": dtype.name}
+    return _workload(random_mean(shape, block, dtype, seed, backend), backend, shape, block,
+                     dtype, described, context)
 
 
-def _workload(mean, shape, block, dtype, described, context) -> Workload:
+def _workload(mean, backend, shape, block, dtype, described, context) -> Workload:
     elements = math.prod(shape)
-    chunk_sizes = da.core.normalize_chunks(block, shape)
+    grid = Grid(da.core.normalize_chunks(block, shape))
     return Workload(
         collection=mean,
-        bytes_are="generated" if context.get("source") is None else "read",
+        bytes_are="read" if "source" in context else "generated",
         elements=elements,
         nbytes=elements * dtype.itemsize,
         description={
             **described,
             "shape": list(shape),
             "chunks": list(block),
-            "blocks": math.prod(block_grid(chunk_sizes)),
+            "blocks": grid.blocks,
             "dtype": str(dtype),
         },
-        context={**context, "chunks": chunk_sizes, "elements": elements},
+        context=MeanContext(grid, backend.array_library, **context),
         present=lambda workload, raw: float(raw),
     )

@@ -16,13 +16,15 @@ or a sum.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from daskgpu.toolkit.reductions import BlockMean
+from daskgpu.verification import Cells, Grid
 
-__all__ = ["CELL", "BlockMean", "CellMean", "block_grid", "block_shape", "flat_cells",
-           "slab_rows", "slabs"]
+__all__ = ["CELL", "BlockMean", "CellMean", "MeanContext", "flat_cells", "slab_rows", "slabs"]
 
 #: Values a cell holds (its last one in a block: the rest). A power of two: see
 #: :mod:`pipelines.mean.tasks`, which takes a piece's sum from its cells' sums.
@@ -46,40 +48,6 @@ class CellMean(BlockMean):
 
     def __reduce__(self):
         return (CellMean, (float(self), self.block_sums, self.cell_sums))
-
-
-def block_grid(chunk_sizes) -> tuple[int, ...]:
-    """Blocks along each axis of normalised ``chunk_sizes``.
-
-    Parameters
-    ----------
-    chunk_sizes : tuple of tuple of int
-        The block sizes along every axis, as :func:`dask.array.core.normalize_chunks` gives.
-
-    Returns
-    -------
-    tuple of int
-        The shape of the block grid.
-    """
-    return tuple(len(sizes) for sizes in chunk_sizes)
-
-
-def block_shape(chunk_sizes, location) -> tuple[int, ...]:
-    """Shape of the block at grid ``location``.
-
-    Parameters
-    ----------
-    chunk_sizes : tuple of tuple of int
-        The block sizes along every axis, as :func:`dask.array.core.normalize_chunks` gives.
-    location : tuple of int
-        The block's index along every axis of the block grid.
-
-    Returns
-    -------
-    tuple of int
-        The block's shape.
-    """
-    return tuple(sizes[i] for sizes, i in zip(chunk_sizes, location, strict=True))
 
 
 def flat_cells(count: int) -> int:
@@ -112,3 +80,50 @@ def slabs(shape) -> int:
     if not shape:
         return 1
     return -(-shape[0] // slab_rows(shape))
+
+
+@dataclass(frozen=True)
+class MeanContext:
+    """What mean-pipeline's check knows of a run.
+
+    Attributes
+    ----------
+    grid : Grid
+        The array's blocks.
+    library : str
+        The workers' array library ("numpy", "cupy").
+    seed : int, optional
+        Random data's seed (None for an input).
+    dtype : str, optional
+        Random data's element type (None for an input: its own).
+    source : ArraySource, optional
+        The input (its ``path`` and ``kind``), or None for random data.
+    """
+
+    grid: Grid
+    library: str
+    seed: int | None = None
+    dtype: str | None = None
+    source: Any = None
+
+    @property
+    def elements(self) -> int:
+        """Elements of the whole array."""
+        return math.prod(self.grid.array_shape)
+
+    @property
+    def random(self) -> bool:
+        """Whether the data is random (drawn from the seed), not an input."""
+        return self.source is None
+
+    @property
+    def has_cells(self) -> bool:
+        """Whether the run reports cells: always, but for random data drawn by a device."""
+        return not self.random or self.library == "numpy"
+
+    def cells(self) -> Cells:
+        """The cells of every block: flat cells of random data, an input's slabs."""
+        shapes = (self.grid.block_shape(loc) for loc in self.grid.locations())
+        if self.random:
+            return Cells(tuple(flat_cells(math.prod(shape)) for shape in shapes))
+        return Cells(tuple(slabs(shape) for shape in shapes))

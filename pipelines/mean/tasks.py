@@ -28,7 +28,8 @@ import numpy as np
 from daskgpu import config as daskgpu_config
 from daskgpu.data import array_input, synthetic
 from daskgpu.toolkit.backends import to_host
-from pipelines.mean.shared import CELL, CellMean, block_grid, block_shape, slab_rows
+from daskgpu.verification import Grid
+from pipelines.mean.shared import CELL, CellMean, slab_rows
 
 
 def piece_sums(part: np.ndarray, offset: int, cells: np.ndarray) -> float:
@@ -162,12 +163,11 @@ def random_mean(shape: tuple[int, ...], block: tuple[int, ...], dtype, seed: int
         # One collection, so the blocks are drawn once: a Delayed of several collections
         # would optimise (and compute) each of them apart.
         return dask.delayed(mean_of_sums, pure=True)(sums, math.prod(shape))
-    chunk_sizes = da.core.normalize_chunks(block, shape)
-    grid = block_grid(chunk_sizes)
+    grid = Grid(da.core.normalize_chunks(block, shape))
     parts = [dask.delayed(draw_and_sum, pure=True)(
-        seed, number, math.prod(block_shape(chunk_sizes, location)), np.dtype(dtype).name, stream)
-        for number, location in enumerate(np.ndindex(*grid))]
-    return dask.delayed(cell_mean, pure=True)(parts, grid, math.prod(shape))
+        seed, number, grid.block_size(number), np.dtype(dtype).name, stream)
+        for number in range(grid.blocks)]
+    return dask.delayed(cell_mean, pure=True)(parts, grid.shape, math.prod(shape))
 
 
 def input_mean(source, block: tuple[int, ...], backend):

@@ -50,8 +50,8 @@ def launches(cupy_stand_in, monkeypatch):
         assert all(type(x).__module__.split(".")[0] == "cupy" for x in arrays)
         seen.append(("trips", tuple(x.dtype.name for x in arrays)))
         xp = cupy_stand_in
-        return (xp.zeros((trips_kernel.HOURS, trips_kernel._WIDTH), np.int64),
-                xp.zeros((2, trips_kernel.HOURS, trips_kernel._WIDTH), np.float64))
+        return (xp.zeros((trips_kernel.HOURS, trips_kernel.WIDTH), np.int64),
+                xp.zeros((2, trips_kernel.HOURS, trips_kernel.WIDTH), np.float64))
 
     def histogram_device(x, lo, hi, bins):
         assert type(x).__module__.split(".")[0] == "cupy"

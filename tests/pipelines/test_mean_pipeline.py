@@ -16,6 +16,7 @@ from daskgpu.errors import InputFileError, ParameterError
 from daskgpu.execution import answers
 from daskgpu.toolkit import reductions
 from daskgpu.toolkit.backends import Backend
+from daskgpu.verification import sample_size
 from pipelines.mean import check as mean_check
 from pipelines.mean import shared as mean_shared
 from pipelines.mean import tasks as mean_tasks
@@ -146,7 +147,8 @@ def test_blocks_streamed_in_pieces_agree_with_blocks_redrawn_whole(cpu_client):
     with dask.config.set({"daskgpu.cpu.stream-elements": 999}):
         workload, raw = computed(cpu_client, size=700, chunks="300,700", seed=8)
     check = verify(cpu_client, workload, raw)
-    assert check.ok and "2 sampled blocks redrawn" in check.detail, check.detail
+    assert check.ok and "all 3 blocks checked again: their sums redrawn from their seeds agree" \
+        in check.detail, check.detail
     fast = verify(cpu_client, workload, raw, "fast")
     assert fast.ok and "cells checked again" in fast.detail, fast.detail
 
@@ -166,7 +168,7 @@ def test_fast_checks_a_seeded_sample_of_cells_and_says_what_it_promises(cpu_clie
     assert not wrong.ok and "block (0, 0): sum" in wrong.detail, wrong.detail
     assert verify(cpu_client, workload, altered, "full").ok  # full reads no cells
     # a cell whose sum moved to another, inside a block and between sampled cells: redrawn
-    sampled = mean_check._fast_cells(workload.context)
+    sampled = mean_check.cell_plan(workload.context).parts
     swapped = copy.deepcopy(raw)
     first, second = int(sampled[0]), int(sampled[1])
     swapped.cell_sums[[first, second]] = swapped.cell_sums[[second, first]]
@@ -209,21 +211,24 @@ def test_cells_drawn_again_by_advancing_the_generator_are_the_blocks_own(dtype):
     whole = [np.random.default_rng(np.random.SeedSequence(6, spawn_key=(n,))).random(
         count, dtype=dtype) for n, count in enumerate((360_000, 360_000, 90_000))]
     seen = 0
-    for _, location, index, total in mean_check._redrawn_cells(ctx):
-        cell = whole[location[0]][index * mean_shared.CELL:(index + 1) * mean_shared.CELL]
-        assert total == float(cell.sum(dtype=np.float64))
+    for cell in mean_check.cell_plan(ctx):
+        block, index = ctx.cells().locate(cell)
+        total, _ = mean_check.cell_sum(ctx, block, index)
+        expected = whole[block][index * mean_shared.CELL:(index + 1) * mean_shared.CELL]
+        assert total == float(expected.sum(dtype=np.float64))
         seen += 1
-    assert seen == len(mean_check._fast_cells(ctx)) > 10
+    assert seen == len(mean_check.cell_plan(ctx)) > 10
 
 
-def test_sampled_blocks_follow_the_seed():
+def test_sampled_blocks_follow_the_seed_and_full_takes_every_block():
     workload = daskgpu.get_pipeline("mean-pipeline").workload(CPU2, size=1000, chunks=50, seed=9)
     again = daskgpu.get_pipeline("mean-pipeline").workload(CPU2, size=1000, chunks=50, seed=9)
     other = daskgpu.get_pipeline("mean-pipeline").workload(CPU2, size=1000, chunks=50, seed=10)
-    sample = mean_check._sampled_blocks(workload.context)
-    assert len(sample) == 20  # 5 % of a 20 x 20 grid
-    assert sample == mean_check._sampled_blocks(again.context)
-    assert sample != mean_check._sampled_blocks(other.context)
+    sample = mean_check.block_plan(workload.context, "fast").parts
+    assert len(sample) == sample_size(400) == 61  # a tenth of 400 blocks caught at 99.9 %
+    assert sample == mean_check.block_plan(again.context, "fast").parts
+    assert sample != mean_check.block_plan(other.context, "fast").parts
+    assert mean_check.block_plan(workload.context, "full").parts == tuple(range(400))
 
 
 def test_the_timed_graph_draws_every_block_once_and_holds_no_verification(monkeypatch):
@@ -439,7 +444,8 @@ def test_gpu_branch_redraws_a_seeded_sample_of_whole_blocks_with_the_named_libra
         drawn = len(xp.seeds)
         check = spec.check(workload, raw, "fast")
         redrawn = len(xp.seeds) - drawn
-        moved = spec.check(workload, mean_check._misplaced_blocks(raw), "fast")
+        misplaced = {m.name: m for m in spec.mutations}["block sums in the wrong places"]
+        moved = spec.check(workload, misplaced.alter(raw), "fast")
     assert raw.cell_sums is None and drawn == 16  # the run: each block from its own seed
     assert check.ok, check.detail
     with dask.config.set(scheduler="sync"):
@@ -447,9 +453,9 @@ def test_gpu_branch_redraws_a_seeded_sample_of_whole_blocks_with_the_named_libra
             *synthetic.random_array((400, 400), (100, 100), "float64", 2, device)
             .to_delayed().tolist())])
     assert float(raw) == pytest.approx(values.mean(), rel=1e-13)  # NumPy's mean of the values
-    assert redrawn == len(mean_check._fast_blocks(workload.context)) == 15
+    assert redrawn == len(mean_check.block_plan(workload.context, "fast")) == 15
     assert ("15 of 16 blocks checked again: a fault in at least 10 % of the blocks is always "
-            "caught (drawn again on the workers") in check.detail
+            "caught") in check.detail and "redrawn from their seeds agree" in check.detail
     assert not moved.ok and "recomputed from its seed" in moved.detail, moved.detail
 
 
@@ -523,6 +529,26 @@ def test_blocks_drawn_from_another_stream_fail_both_depths(faulty_run, monkeypat
     checks = faulty_run()
     for check in checks.values():
         assert not check.ok and "recomputed from its seed" in check.detail, check.detail
+
+
+# One block of the nine: a random one (not the first), and the last. A block holds a ninth of
+# the cells, so the fast depth's sample (a tenth caught at 99.9 %) finds it; full redraws all.
+ONE_BLOCK = {"random": int(np.random.default_rng(12).integers(1, 8)), "last": 8}
+
+
+@pytest.mark.parametrize("where", sorted(ONE_BLOCK))
+def test_one_block_drawn_from_another_stream_fails_both_depths(faulty_run, monkeypatch, where):
+    original = mean_tasks.draw_and_sum
+
+    def misplaced(seed, number, *args):
+        return original(seed, number + 1000 if number == ONE_BLOCK[where] else number, *args)
+
+    monkeypatch.setattr(mean_tasks, "draw_and_sum", misplaced)
+    checks = faulty_run()
+    block = f"block ({ONE_BLOCK[where] // 3}, {ONE_BLOCK[where] % 3})"
+    for check in checks.values():
+        assert not check.ok and f"{block}" in check.detail, check.detail
+        assert "recomputed from its seed" in check.detail, check.detail
 
 
 def test_a_piece_left_undrawn_in_some_blocks_fails_both_depths(faulty_run, monkeypatch):

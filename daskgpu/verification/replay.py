@@ -1,0 +1,86 @@
+"""Replay: a part of a run recomputed by an independent path, where its data lives.
+
+A check recomputes the parts its plan names from the data's definition, never through the run's
+graph: random data drawn again from the documented per-block scheme (:func:`stream`,
+:func:`redraw`, :func:`uniform_at`), an input read again with NumPy's or Zarr's own readers
+(:func:`stored`, :func:`read`). :func:`on_workers` runs such recomputations as Dask tasks on the
+run's cluster (a check runs with it as Dask's scheduler), so only their small results travel.
+
+The per-block scheme, which :mod:`daskgpu.data.synthetic` documents: block ``b`` (row-major) of
+data with seed ``s`` is drawn by :func:`daskgpu.toolkit.numeric.generator` of
+``SeedSequence(s, spawn_key=(b,))``. It is derived here again, apart from the run's code, so a
+wrong seed or block number there shows here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import dask
+import numpy as np
+
+from daskgpu.toolkit.numeric import generator
+
+
+def on_workers(function: Callable, calls: Iterable[tuple]) -> list:
+    """``function(*args)`` for each ``args`` of ``calls``, as Dask tasks computed together.
+
+    On the scheduler in use (a run's check: its cluster). Arguments that are Dask collections
+    or delayed values are computed where they live and passed in.
+    """
+    tasks = [dask.delayed(function, pure=True)(*args) for args in calls]
+    return list(dask.compute(*tasks)) if tasks else []
+
+
+def stored(path: str, kind: str):
+    """An input opened for reading: ``numpy.load`` memory-mapped (``.npy``), or Zarr."""
+    if kind == "zarr":
+        import zarr
+
+        return zarr.open_array(path, mode="r")
+    return np.load(path, mmap_mode="r")
+
+
+def read(path: str, kind: str, region: tuple[slice, ...], dtype=np.float64) -> np.ndarray:
+    """``region`` of an input, read again with its format's own reader, as ``dtype``."""
+    return np.asarray(stored(path, kind)[tuple(region)], dtype=dtype)
+
+
+def stream(seed: int, *key: int, library: str = "numpy"):
+    """The generator of ``SeedSequence(seed, spawn_key=key)``: block ``b``'s is ``stream(s, b)``.
+
+    The documented scheme of every seeded draw a run makes (blocks, shards, a model's own
+    streams): a check that draws the same data again takes its generator from here.
+    """
+    sequence = np.random.SeedSequence(int(seed), spawn_key=tuple(int(k) for k in key))
+    return generator(library, sequence)
+
+
+def redraw(seed: int, block: int, shape, dtype, library: str = "numpy",
+           distribution: str = "uniform"):
+    """Block ``block`` of random data drawn again whole: uniform [0, 1) or standard normal."""
+    rng = stream(seed, block, library=library)
+    if distribution == "normal":
+        return rng.standard_normal(tuple(shape), dtype=np.dtype(dtype).name)
+    return rng.random(tuple(shape), dtype=np.dtype(dtype).name)
+
+
+def uniform_at(seed: int, block: int, first: int, count: int, dtype,
+               out: np.ndarray | None = None) -> np.ndarray:
+    """Values ``first`` to ``first + count`` of block ``block``'s uniform [0, 1) values.
+
+    NumPy's ``default_rng`` is PCG64; ``random`` takes one 64-bit output for a float64 value and
+    half of one for a float32 value (the other half kept for the next), so the generator
+    advanced by the words before value ``first`` draws from there, and only from there.
+    ``first`` must be even for float32.
+    """
+    dtype = np.dtype(dtype)
+    per_word = 2 if dtype == np.float32 else 1
+    if first % per_word:
+        raise ValueError(f"first={first}: float32 values are drawn two a word, start at an "
+                         "even value")
+    bits = np.random.PCG64(np.random.SeedSequence(int(seed), spawn_key=(int(block),)))
+    bits.advance(first // per_word)
+    values = np.empty(count, dtype=dtype) if out is None else out[:count]
+    np.random.Generator(bits).random(out=values, dtype=dtype.name)
+    return values
