@@ -50,6 +50,10 @@ class Check:
         :func:`daskgpu.testing.check_pipeline`).
     every_problem : bool
         Run every step even after one found a problem (default: stop at the first).
+    release : callable, optional
+        ``release(ctx)``: let go what the run kept on the workers for the fast check only
+        (shards held for it): called once the fast steps have run, whatever they found, and
+        before the full steps start (which draw or read their own data).
 
     A :class:`Check` is the ``verify`` of ``@daskgpu.pipeline``: calling it runs it.
     """
@@ -59,6 +63,7 @@ class Check:
     read: Callable[[Workload, Any], Any] | None = None
     mutations: Sequence[Mutation] = field(default=())
     every_problem: bool = False
+    release: Callable[[Any], None] | None = None
 
     def steps(self, depth: str, ctx: Any) -> tuple[Step, ...]:
         """The steps that run at ``depth`` for context ``ctx``."""
@@ -74,8 +79,14 @@ class Check:
             verdict.fail(str(exc))
             return verdict.verification()
         ctx = workload.context
-        for step in self.steps(verdict.depth, ctx):
-            step(ctx, result, verdict)
-            if not verdict.ok and not self.every_problem:
-                break
+        if verdict.depth == "full" and self.release is not None:
+            self.release(ctx)
+        try:
+            for step in self.steps(verdict.depth, ctx):
+                step(ctx, result, verdict)
+                if not verdict.ok and not self.every_problem:
+                    break
+        finally:
+            if verdict.depth == "fast" and self.release is not None:
+                self.release(ctx)
         return verdict.verification()

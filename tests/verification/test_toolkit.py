@@ -201,3 +201,22 @@ def test_depths_are_parsed_in_one_place():
     assert depths.parse(None) == depths.DEFAULT == "fast"
     with pytest.raises(ParameterError, match="--verify deep: choose fast, full, off"):
         depths.parse("deep")
+
+
+def test_what_the_run_kept_for_the_fast_check_is_released_after_it_and_before_full():
+    events = []
+
+    def step(ctx, result, verdict):
+        events.append(f"{verdict.depth} step")
+        if result == "wrong":
+            raise RuntimeError("a step that crashed")
+
+    check = Check(fast=(step,), full=(step,), release=lambda ctx: events.append("released"))
+    workload = Workload(collection=None, elements=1, nbytes=8)
+    check(workload, 1, "fast")
+    check(workload, 1, "full")
+    assert events == ["fast step", "released", "released", "full step"]
+    events.clear()
+    with pytest.raises(RuntimeError):
+        check(workload, "wrong", "fast")
+    assert events == ["fast step", "released"]
