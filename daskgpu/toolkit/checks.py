@@ -10,12 +10,14 @@ pipeline's own parameter values from ``workload.context["params"]``.
   input file, never through the run's graph; compare row by row.
 - :func:`count_bound`: the result's total, a count of random values each counted with a known
   probability, lies within Hoeffding's bound of its expectation.
-- :func:`hoeffding_bound`: that bound, for any use.
+- :func:`hoeffding_bound`: that bound, for any use (:func:`daskgpu.verification.hoeffding`).
 - :func:`groups_recomputed`: for :func:`daskgpu.table_pipeline`, recompute a seeded sample of
   the result's groups (every one at ``full``) with your own reference function, from the table
   drawn again or read again; compare group by group.
 
-Several checks given together (``check=(a, b)``) all run; see :func:`all_of`.
+Several checks given together (``check=(a, b)``) all run; see :func:`all_of`. They are built on
+:mod:`daskgpu.verification` (its sampler, plans, replay and verdicts), as a check of your own
+can be.
 """
 
 from __future__ import annotations
@@ -29,56 +31,18 @@ from typing import TYPE_CHECKING, Any
 import dask
 import numpy as np
 
-from daskgpu.toolkit import spot_checks
 from daskgpu.toolkit.backends import to_host
-from daskgpu.toolkit.numeric import generator, starts
+from daskgpu.toolkit.numeric import starts
 from daskgpu.toolkit.table_checks import groups_recomputed
 from daskgpu.toolkit.workload import Verification, Workload
+from daskgpu.verification import CONFIDENCE, FALSE_ALARM, FRACTION, Plan, Sampler, Verdict, replay
+from daskgpu.verification import hoeffding as hoeffding_bound
 
 if TYPE_CHECKING:
     from daskgpu.toolkit.array_pipeline import ArrayData
 
 __all__ = ["FALSE_ALARM", "all_of", "count_bound", "groups_recomputed", "hoeffding_bound",
            "rows_recomputed"]
-
-#: The probability that :func:`count_bound` fails a correct run on random data, by default.
-FALSE_ALARM = 1e-9
-#: A failed check names at most this many disagreeing rows.
-MAX_LISTED = 3
-
-
-# --------------------------------------------------------------------------- the bound
-
-
-def hoeffding_bound(n: int, false_alarm: float = FALSE_ALARM) -> float:
-    """Half-width of the interval in which the mean of ``n`` independent values in [0, 1] lies.
-
-    Hoeffding's inequality: for independent values in [0, 1] with mean expectation ``p``,
-    ``P(|mean - p| >= t) <= 2 exp(-2 n t²)``. The returned ``t`` makes that at most
-    ``false_alarm``: ``t = sqrt(ln(2 / false_alarm) / (2 n))``. A count of ``n`` values each
-    counted with probability ``p`` (a binomial count) lies within ``n * p ± n * t`` but with
-    probability at most ``false_alarm``.
-
-    Parameters
-    ----------
-    n : int
-        How many independent values (> 0).
-    false_alarm : float
-        The probability, in (0, 1), that a correct count falls outside the bound.
-
-    Returns
-    -------
-    float
-        ``t``, a fraction of ``n``.
-
-    >>> round(hoeffding_bound(10_000, 1e-9), 4)
-    0.0327
-    """
-    if n <= 0:
-        raise ValueError(f"n={n}: the bound needs at least one value")
-    if not 0 < false_alarm < 1:
-        raise ValueError(f"false_alarm={false_alarm}: give a probability between 0 and 1")
-    return math.sqrt(math.log(2 / false_alarm) / (2 * n))
 
 
 def count_bound(probability: Callable[..., float], *,
@@ -128,14 +92,15 @@ def count_bound(probability: Callable[..., float], *,
 
 
 def rows_recomputed(reference: Callable[..., Any], *, rtol: float = 0.0, atol: float = 0.0,
-                    fraction: float = spot_checks.FRACTION,
-                    confidence: float = spot_checks.CONFIDENCE) -> Callable[..., Verification]:
+                    fraction: float = FRACTION,
+                    confidence: float = CONFIDENCE) -> Callable[..., Verification]:
     """A check that recomputes rows of the result with ``reference`` and compares them.
 
     For a result with one row per row of the data (``result[i]`` depends only on
     ``data[i]``), the check takes row blocks (the data's blocks along its first axis, every
     column block of them): at ``full`` every one, at ``fast`` a seeded sample of
-    :func:`~daskgpu.toolkit.spot_checks.sample_size` of them, so that a fault in at least
+    :func:`~daskgpu.verification.sampling.sample_size` of them (a
+    :class:`~daskgpu.verification.plans.Plan`), so that a fault in at least
     ``fraction`` of the row blocks is caught with probability at least ``confidence`` (99.9 %
     for a tenth by default; the detail says what was established). For each, on the workers, it
     draws the block's values again from the run's seed (random data: the documented scheme of
@@ -155,7 +120,7 @@ def rows_recomputed(reference: Callable[..., Any], *, rtol: float = 0.0, atol: f
     rtol, atol : float
         Tolerance of the comparison (0: exactly equal).
     fraction, confidence : float
-        What the ``fast`` sample promises (see :mod:`daskgpu.toolkit.spot_checks`).
+        What the ``fast`` sample promises (see :mod:`daskgpu.verification.sampling`).
 
     Returns
     -------
@@ -172,10 +137,9 @@ def rows_recomputed(reference: Callable[..., Any], *, rtol: float = 0.0, atol: f
             return Verification(False, f"result rows: {got} for {rows} data rows; "
                                        "rows_recomputed needs one result row per data row")
         row_chunks = data.chunks[0]
-        population = len(row_chunks)
-        drawn = population if depth == "full" else spot_checks.sample_size(
-            population, fraction, confidence)
-        chosen = spot_checks.seeded_sample(population, drawn, data.sample_seed)
+        plan = Plan.at(depth, len(row_chunks), Sampler(data.sample_seed, "row blocks"),
+                       unit="row blocks", fraction=fraction, confidence=confidence)
+        chosen = plan.parts
         first = starts(row_chunks)
         # One copy of the data's description and the reference for every task, not one each.
         shared = dask.delayed((data, reference, dict(workload.context["params"])), pure=True)
@@ -190,16 +154,14 @@ def rows_recomputed(reference: Callable[..., Any], *, rtol: float = 0.0, atol: f
                                    rtol, atol)
             blocks_wrong += bool(found)
             wrong.extend(found)
-        promise = spot_checks.detection(len(chosen), population, "row blocks", fraction)
         name = getattr(reference, "__name__", "<lambda>")
         name = "the reference" if name == "<lambda>" else name
         tolerance = f" within rtol={rtol:g}, atol={atol:g}" if rtol or atol else ""
-        if not wrong:
-            return Verification(True, f"every row equals {name}{tolerance} ({promise})")
-        listed = "; ".join(wrong[:MAX_LISTED])
-        return Verification(False, f"{listed} ({len(wrong)} rows differ{tolerance}, in "
-                                   f"{blocks_wrong} of {len(chosen)} row blocks checked; "
-                                   f"{promise})")
+        verdict = Verdict(depth)
+        if verdict.fail_each(wrong, f"{len(wrong)} rows differ{tolerance}, in {blocks_wrong} of "
+                                    f"{len(chosen)} row blocks checked; {plan.promise}"):
+            verdict.establish(f"every row equals {name}{tolerance} ({plan.promise})")
+        return verdict.verification()
 
     return verify
 
@@ -256,12 +218,9 @@ def _drawn_again(data: ArrayData, start: int, stop: int):
     for rest in np.ndindex(*grid[1:]):
         location = (row, *rest)
         number = int(np.ravel_multi_index(location, grid))
-        rng = generator(data.library, np.random.SeedSequence(data.seed, spawn_key=(number,)))
         shape = tuple(c[i] for c, i in zip(data.chunks, location, strict=True))
-        if data.distribution == "normal":
-            values = rng.standard_normal(shape, dtype=data.dtype)
-        else:
-            values = rng.random(shape, dtype=data.dtype)
+        values = replay.redraw(data.seed, number, shape, data.dtype, data.library,
+                               data.distribution)
         offsets = (0, *(int(starts(c)[i]) for c, i in zip(data.chunks[1:], rest, strict=True)))
         out[tuple(slice(o, o + n) for o, n in zip(offsets, shape, strict=True))] = values
     return out
@@ -269,12 +228,7 @@ def _drawn_again(data: ArrayData, start: int, stop: int):
 
 def _read_again(data: ArrayData, start: int, stop: int):
     """Rows ``start:stop`` of the input file, read again (not through the run's graph)."""
-    if data.source_kind == "zarr":
-        import zarr
-
-        rows = np.asarray(zarr.open_array(data.source, mode="r")[start:stop])
-    else:
-        rows = np.array(np.load(data.source, mmap_mode="r", allow_pickle=False)[start:stop])
+    rows = np.array(replay.stored(data.source, data.source_kind)[start:stop])
     if data.library != "numpy":
         xp = importlib.import_module(data.library)
         return xp.asarray(rows)

@@ -16,8 +16,8 @@ import dask
 import numpy as np
 import pandas as pd
 
-from daskgpu.toolkit import spot_checks
 from daskgpu.toolkit.workload import Verification, Workload
+from daskgpu.verification import CONFIDENCE, FRACTION, Plan, Sampler, Verdict, replay
 
 if TYPE_CHECKING:
     from daskgpu.toolkit.table_pipeline import TableData
@@ -29,19 +29,17 @@ __all__ = ["groups_recomputed"]
 BATCH_BYTES = 256 * 2**20
 #: Keys of a random integer column are sampled from its whole range up to this size.
 DOMAIN_LIMIT = 10_000_000
-#: A failed check names at most this many disagreeing groups.
-MAX_LISTED = 3
 
 
 def groups_recomputed(reference: Callable[..., Any], *, by: str, rtol: float = 0.0,
-                      atol: float = 0.0, fraction: float = spot_checks.FRACTION,
-                      confidence: float = spot_checks.CONFIDENCE) -> Callable[..., Verification]:
+                      atol: float = 0.0, fraction: float = FRACTION,
+                      confidence: float = CONFIDENCE) -> Callable[..., Verification]:
     """A check that recomputes the result's groups with ``reference`` and compares them.
 
     For a result table with a column ``by`` (or an index of that name) whose rows for each key
     depend only on the table's rows with that key, the check takes keys (at ``full`` every key
     of the table and of the result, in batches; at ``fast`` a seeded sample of
-    :func:`~daskgpu.toolkit.spot_checks.sample_size` of them, from the result's keys and, for
+    :func:`~daskgpu.verification.sampling.sample_size` of them, from the result's keys and, for
     a random integer key column, its whole range, so that a fault in at least ``fraction`` of
     the groups is caught with probability at least ``confidence``). For those keys it draws
     the table's rows again from the run's seed (the documented scheme of
@@ -64,7 +62,7 @@ def groups_recomputed(reference: Callable[..., Any], *, by: str, rtol: float = 0
     rtol, atol : float
         Tolerance of the comparison (0: exactly equal).
     fraction, confidence : float
-        What the ``fast`` sample promises (see :mod:`daskgpu.toolkit.spot_checks`).
+        What the ``fast`` sample promises (see :mod:`daskgpu.verification.sampling`).
 
     Returns
     -------
@@ -85,13 +83,12 @@ def groups_recomputed(reference: Callable[..., Any], *, by: str, rtol: float = 0
         if depth == "full":
             return _every_key(data, result, compare)
         population = _key_population(data, result, by)
-        drawn = spot_checks.sample_size(len(population), fraction, confidence)
-        chosen = population[spot_checks.seeded_sample(len(population), drawn,
-                                                      data.sample_seed)]
+        plan = Plan.at(depth, len(population), Sampler(data.sample_seed, "keys"), unit="keys",
+                       fraction=fraction, confidence=confidence)
+        chosen = population[list(plan.parts)]
         rows = _rows_again(data, by, keys=chosen)
         wrong = compare.keys(chosen, rows, result)
-        promise = spot_checks.detection(len(chosen), len(population), "keys", fraction)
-        return compare.verdict(wrong, promise)
+        return compare.verdict(wrong, plan.promise, depth)
 
     return verify
 
@@ -135,15 +132,15 @@ class _Comparison:
                 return f"{label} {name} {_shown(ours)} in the result, reference {_shown(theirs)}"
         return None
 
-    def verdict(self, wrong: list[str], promise: str) -> Verification:
+    def verdict(self, wrong: list[str], promise: str, depth: str) -> Verification:
         tolerance = (f" within rtol={self.rtol:g}, atol={self.atol:g}"
                      if self.rtol or self.atol else "")
         name = getattr(self.reference, "__name__", "<lambda>")
         name = "the reference" if name == "<lambda>" else name
-        if not wrong:
-            return Verification(True, f"every group equals {name}{tolerance} ({promise})")
-        return Verification(False, f"{'; '.join(wrong[:MAX_LISTED])} ({len(wrong)} groups "
-                                   f"differ{tolerance}; {promise})")
+        verdict = Verdict(depth)
+        if verdict.fail_each(wrong, f"{len(wrong)} groups differ{tolerance}; {promise}"):
+            verdict.establish(f"every group equals {name}{tolerance} ({promise})")
+        return verdict.verification()
 
 
 def _every_key(data: TableData, result: pd.DataFrame, compare: _Comparison) -> Verification:
@@ -158,7 +155,7 @@ def _every_key(data: TableData, result: pd.DataFrame, compare: _Comparison) -> V
                                          result[compare.by].to_numpy()[result_batch == batch]]))
         seen += len(keys)
         wrong.extend(compare.keys(keys, rows, result))
-    return compare.verdict(wrong, f"all {seen} keys checked again")
+    return compare.verdict(wrong, f"all {seen} keys checked again", "full")
 
 
 def _key_population(data: TableData, result: pd.DataFrame, by: str) -> np.ndarray:
@@ -209,7 +206,7 @@ def _part_rows(shared: tuple, part: tuple) -> pd.DataFrame:
 
 def _drawn_again(data: TableData, part: int, n: int) -> pd.DataFrame:
     """Part ``part`` of a random table, drawn by the scheme the table module documents."""
-    rng = np.random.default_rng(np.random.SeedSequence(data.seed, spawn_key=(part,)))
+    rng = replay.stream(data.seed, part)
     values = {}
     for name, column in data.columns.items():
         if column.distribution == "integers":

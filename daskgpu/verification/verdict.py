@@ -62,6 +62,17 @@ class Verdict:
             self.fail(problem)
         return not problem
 
+    def fail_each(self, problems: list[str], summary: str = "") -> bool:
+        """Note like problems (a row each) as one: the first :data:`LISTED`, then ``summary``.
+
+        ``summary`` says how many there were and where (``"4 rows differ, in 2 of 6 blocks"``).
+        Whether there was none.
+        """
+        if problems:
+            shown = "; ".join(problems[:LISTED])
+            self.fail(f"{shown} ({summary})" if summary else shown)
+        return not problems
+
     def require(self, condition: bool, problem: str | Callable[[], str]) -> bool:
         """Note ``problem`` (a phrase, or a function that makes it) unless ``condition``."""
         if not condition:
