@@ -85,11 +85,15 @@ def tolerance(magnitude: float, terms: int, dtype="float64", check_terms: int | 
 
     Returns
     -------
-    float
-        ``(rounding(terms, dtype) + rounding(check_terms, check_dtype)) * magnitude``.
+    float or numpy.ndarray
+        ``(rounding(terms, dtype) + rounding(check_terms, check_dtype)) * magnitude``, of the
+        magnitude's shape (an array of magnitudes gives an array of tolerances).
     """
     check_terms = terms if check_terms is None else check_terms
-    return (rounding(terms, dtype) + rounding(check_terms, check_dtype)) * float(magnitude)
+    factor = rounding(terms, dtype) + rounding(check_terms, check_dtype)
+    if np.ndim(magnitude):
+        return factor * np.asarray(magnitude, dtype=np.float64)
+    return factor * float(magnitude)
 
 
 def hoeffding(n: int, false_alarm: float = FALSE_ALARM) -> float:
