@@ -43,9 +43,16 @@ from daskgpu.toolkit.params import (
 )
 from daskgpu.toolkit.registry import Resolved, Workload, fresh_seed, pipeline
 from daskgpu.toolkit.timing import timed
+from daskgpu.verification import Grid
 from pipelines.stencil import SUMMARY
-from pipelines.stencil.check import MUTATIONS, verify
-from pipelines.stencil.shared import MAX_EXCHANGES, decay, unverifiable, verifiable
+from pipelines.stencil.check import CHECK
+from pipelines.stencil.shared import (
+    MAX_EXCHANGES,
+    StencilContext,
+    decay,
+    unverifiable,
+    verifiable,
+)
 from pipelines.stencil.tasks import (
     evolve,
     evolve_sine,
@@ -161,10 +168,9 @@ def warm_up(backend_name: str) -> None:
     "stencil-pipeline",
     SUMMARY,
     PARAMS,
-    verify,
+    CHECK,
     settle=settle,
     baseline=baseline,
-    mutations=MUTATIONS,
     warm_up=warm_up,
     worker_modules=("daskgpu.kernels.stencil",),
 )
@@ -200,10 +206,11 @@ def prepare(resolved: Resolved) -> Workload:
             "steps_per_exchange": steps_per_exchange,
             "exchanges": math.ceil(steps / steps_per_exchange) if steps else 0,
         },
-        context={"size": n, "dtype": dtype.name, "steps": steps, "alpha": alpha,
-                 "steps_per_exchange": steps_per_exchange, "evolve": evolve,
-                 "chunks": u.chunks, "sample_seed": sample_seed,
-                 "max_error": max_error(u, n, decay(n, alpha, steps), backend.array_library)},
+        context=StencilContext(
+            size=n, steps=steps, alpha=alpha, dtype=dtype.name,
+            steps_per_exchange=steps_per_exchange, grid=Grid(u.chunks), sample_seed=sample_seed,
+            max_error=max_error(u, n, decay(n, alpha, steps), backend.array_library),
+            evolve=evolve, backend=backend),
         outputs=outputs,
         present=lambda workload, raw: {"l2_norm": raw["l2_norm"]},
     )

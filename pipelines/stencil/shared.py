@@ -12,11 +12,12 @@ whole. Nothing here evolves a grid.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from daskgpu.toolkit.numeric import unit_roundoff
-from daskgpu.toolkit.spot_checks import sample_size, seeded_sample
+from daskgpu.verification import Grid, Plan, Sampler, unit_roundoff
 
 # Rounding of the evolution of the sine mode, in units of the dtype's unit roundoff times
 # max|u0|: ROUNDING_PER_STEP per step plus ROUNDING_FIXED (u0 cast to the dtype, the float64
@@ -87,7 +88,7 @@ def verifiable(n: int, steps: int, alpha: float, dtype) -> bool:
 def probe_cells(n: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows and columns of the probes: the centre, then ``PROBES`` cells seeded by ``n``."""
     centre = (n + 1) // 2 - 1
-    rng = np.random.default_rng(n)
+    rng = Sampler(n, "probes").generator()
     rows = np.concatenate([[centre], rng.integers(0, n, PROBES)])
     cols = np.concatenate([[centre], rng.integers(0, n, PROBES)])
     return rows, cols
@@ -98,16 +99,70 @@ def line_weights(n: int) -> tuple[np.ndarray, np.ndarray]:
 
     Block (i, j) reports ``u_block @ col_weights[c0:c1]`` (one sum per row) and
     ``row_weights[r0:r1] @ u_block`` (one per column). Unequal weights make a sum tell where
-    its values lie, not only how much they add up to; drawn from ``SeedSequence((n, 0x57E))``.
+    its values lie, not only how much they add up to; drawn from ``Sampler(n, "line weights")``.
     """
-    rng = np.random.default_rng(np.random.SeedSequence((n, 0x57E)))
+    rng = Sampler(n, "line weights").generator()
     return rng.uniform(0.5, 1.5, n), rng.uniform(0.5, 1.5, n)
 
 
+def line_plans(n: int, seed: int) -> tuple[Plan, Plan]:
+    """The rows and the columns the run hands back whole for the fast check, as plans.
+
+    Each a seeded sample of the ``n`` lines (:meth:`daskgpu.verification.Plan.at`), drawn from
+    ``seed`` apart from each other.
+    """
+    return (Plan.at("fast", n, Sampler(seed, "rows"), unit="rows"),
+            Plan.at("fast", n, Sampler(seed, "columns"), unit="columns"))
+
+
 def sampled_lines(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows and columns the run hands back whole: ``sample_size(n)`` of each, seeded by ``seed``."""
-    count = sample_size(n)
-    return seeded_sample(n, count, seed), seeded_sample(n, count, seed + 1)
+    """Rows and columns the run hands back whole (:func:`line_plans`), as index arrays."""
+    rows, cols = line_plans(n, seed)
+    return np.array(rows.parts, dtype=np.int64), np.array(cols.parts, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class StencilContext:
+    """What stencil-pipeline's check knows of a run.
+
+    Attributes
+    ----------
+    size, steps, alpha, dtype, steps_per_exchange
+        The run's parameters.
+    grid : Grid
+        The blocks of u.
+    sample_seed : int
+        Draws the rows and columns the run hands back whole (fresh each run).
+    max_error : dask value
+        The lazy largest deviation of u from the closed form over every cell (the full check
+        computes it, after the timed compute).
+    evolve : callable
+        The run's own evolution (halo exchange and kernels), which the full check runs on a
+        small random grid.
+    backend : Backend, optional
+        What the workers compute with (the small grid is moved to their memory).
+    """
+
+    size: int
+    steps: int
+    alpha: float
+    dtype: str
+    steps_per_exchange: int
+    grid: Grid
+    sample_seed: int
+    max_error: Any = None
+    evolve: Any = None
+    backend: Any = None
+
+    @property
+    def bound(self) -> float:
+        """How far rounding may take a cell of the run from lambda^s u0 (absolute)."""
+        return rounding_bound(self.steps, self.dtype) * sine_peak(self.size)
+
+    @property
+    def factor(self) -> float:
+        """lambda^s."""
+        return decay(self.size, self.alpha, self.steps)
 
 
 def unverifiable(size, steps, alpha, dtype, max_steps) -> str:

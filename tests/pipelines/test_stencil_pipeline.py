@@ -124,8 +124,8 @@ def test_a_real_run_with_other_steps_or_alpha_fails(cpu_client, small_runs, dtyp
     spec, workload, _raw = small_runs[dtype]
     _spec, other, raw = computed(cpu_client, dtype=dtype, **{**SMALL, **really})
     # checked as the run asked for, its seeded rows and columns those the other run drew
-    asked = dataclasses.replace(workload, context={
-        **workload.context, "sample_seed": other.context["sample_seed"]})
+    asked = dataclasses.replace(workload, context=dataclasses.replace(
+        workload.context, sample_seed=other.context.sample_seed))
     check = verified(cpu_client, spec, asked, raw, depth)
     assert not check.ok and needle in check.detail, check.detail
 
@@ -167,7 +167,7 @@ def test_a_broken_kernel_fails_the_random_grid(cpu_client, small_runs, monkeypat
 
     monkeypatch.setattr(stencil_exchange, "heat_steps_in_place", off_alpha)
     with dask.config.set(scheduler="sync"):
-        check = spec.verify(workload, raw)
+        check = spec.verify(workload, raw, "full")
     # the grid evolved again for max_error runs through the same broken kernel
     assert not check.ok and "random 41x37 grid" in check.detail, check.detail
     assert "max_error" in check.detail and "above" in check.detail
@@ -342,7 +342,7 @@ def test_the_certificates_are_the_grids_weighted_line_sums_and_seeded_lines(cpu_
     grid = (stencil_data.decay(90, 0.2, 6) * np.outer(*[np.sin(np.pi * np.arange(1, 91) / 91)]
                                                       * 2))
     down, across = stencil_data.line_weights(90)
-    heights, widths = workload.context["chunks"]
+    heights, widths = workload.context.grid.chunks
     assert (heights, widths) == ((40, 40, 10), (40, 40, 10))
     sums = raw["line_sums"]
     assert sums.shape == (3, 3, 80)
@@ -350,7 +350,7 @@ def test_the_certificates_are_the_grids_weighted_line_sums_and_seeded_lines(cpu_
     np.testing.assert_allclose(sums[1, 2, :40], block @ across[80:90], rtol=1e-12)
     np.testing.assert_allclose(sums[1, 2, 40:50], down[40:80] @ block, rtol=1e-12)
     assert not sums[1, 2, 50:].any()  # zero-padded to the largest block's width
-    rows, cols = stencil_data.sampled_lines(90, workload.context["sample_seed"])
+    rows, cols = stencil_data.sampled_lines(90, workload.context.sample_seed)
     np.testing.assert_allclose(raw["rows"], grid[rows], rtol=0, atol=1e-14)
     np.testing.assert_allclose(raw["cols"], grid[:, cols], rtol=0, atol=1e-14)
     check = verified(cpu_client, spec, workload, raw, "fast")
@@ -485,6 +485,36 @@ def test_a_fault_in_the_computation_fails_both_depths(in_process_client, monkeyp
         assert not check.ok, f"{depth} missed it: {check.detail}"
 
 
+# One block of the 16, a random one (not the first) or the last, wrong from the first of the
+# three exchanges on (an early iteration): a cell moved by 1e-7 of u0's peak, far above rounding
+# (about 1e-14) and far below what a look at the grid would see.
+_ORIGINS = [(50 * i, 50 * j) for i in range(4) for j in range(4)]
+ONE_BLOCK = {"random": _ORIGINS[1:-1][int(np.random.default_rng(21).integers(0, 14))],
+             "last": _ORIGINS[-1]}
+
+
+def _one_cell_off(advance, origin_wrong):
+    def faulty(center, neighbours, *, origin, **kwargs):
+        out = advance(center, neighbours, origin=origin, **kwargs)
+        if origin == origin_wrong and center is None:  # the first exchange
+            out[7, 11] += 1e-7
+        return out
+    return faulty
+
+
+@pytest.mark.parametrize("where", sorted(ONE_BLOCK))
+def test_one_block_wrong_from_the_first_exchange_on_fails_both_depths(in_process_client,
+                                                                      monkeypatch, where):
+    monkeypatch.setattr(stencil_exchange, "_advance",
+                        _one_cell_off(stencil_exchange._advance, ONE_BLOCK[where]))
+    spec, workload, raw = computed(in_process_client, **FAULTED)
+    for depth in DEPTHS:
+        check = verified(in_process_client, spec, workload, raw, depth)
+        assert not check.ok, f"{depth} missed it: {check.detail}"
+        named = "line sums: block" if depth == "fast" else "max_error"
+        assert named in check.detail, check.detail
+
+
 @pytest.mark.gpu
 def test_on_gpu_workers_both_depths_verify_and_a_wrong_alpha_fails_them():
     with daskgpu.cluster(gpus="0", dashboard=False) as session:
@@ -495,7 +525,7 @@ def test_on_gpu_workers_both_depths_verify_and_a_wrong_alpha_fails_them():
             check = verified(session, spec, workload, raw, depth)
             assert check.ok and check.depth == depth, check.detail
         _spec, _other, wrong = computed(session, **{**FAULTED, "alpha": 0.2002})
-        asked = dataclasses.replace(workload, context={
-            **workload.context, "sample_seed": _other.context["sample_seed"]})
+        asked = dataclasses.replace(workload, context=dataclasses.replace(
+            workload.context, sample_seed=_other.context.sample_seed))
         for depth in DEPTHS:
             assert not verified(session, spec, asked, wrong, depth).ok
