@@ -25,6 +25,7 @@ from daskgpu.errors import ParameterError, RunFailed, pipeline_code
 from daskgpu.execution import answers, report, runner
 from daskgpu.toolkit import backends, registry
 from daskgpu.toolkit.registry import Resolved
+from daskgpu.verification import depths
 
 SIZE_PARAMS = ("size", "values", "rows")  # the parameter --weak scales, first found
 LIBRARIES = ("dask", "distributed", "numpy", "pandas", "numba", "daskgpu", "matplotlib",
@@ -73,7 +74,7 @@ class BenchResult:
     hardware: dict
     versions: dict
     notices: list[str] = field(default_factory=list)
-    verify: str = "fast"
+    verify: str = depths.DEFAULT
 
     @property
     def verified(self) -> bool:
@@ -243,7 +244,7 @@ def bench(
     baseline_runs: int | None = None,
     progress: Callable[[str], None] | None = None,
     overwrite: bool = False,
-    verify: str = "fast",
+    verify: str = depths.DEFAULT,
 ) -> BenchResult:
     """Run a pipeline ``repeat`` times after ``warmup`` runs, time its baseline, and summarise.
 

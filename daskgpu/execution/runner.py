@@ -51,7 +51,7 @@ class RunResult:
     elements: int = 0
     nbytes: int = 0
     notices: list[str] = field(default_factory=list)
-    verify: str = "fast"
+    verify: str = depths.DEFAULT
 
     def as_dict(self) -> dict:
         """A JSON-ready dict."""
@@ -109,7 +109,7 @@ def run(
     progress: bool = False,
     report: str | None = None,
     overwrite: bool = False,
-    verify: str = "fast",
+    verify: str = depths.DEFAULT,
     **params: Any,
 ) -> RunResult:
     """Build, compute and verify a pipeline on a cluster.
@@ -175,7 +175,7 @@ def check_depth(verify: str) -> None:
 
 
 def execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool = False,
-            report: str | None = None, verify: str = "fast") -> RunResult:
+            report: str | None = None, verify: str = depths.DEFAULT) -> RunResult:
     """Build, compute and verify ``resolved`` on ``session`` (outputs already checked).
 
     Outputs are renamed into place only once the answer has verified (or ``verify`` is
