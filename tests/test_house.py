@@ -25,8 +25,8 @@ from daskgpu.toolkit import backends, registry
 from pipelines import BUILTIN
 
 # What building a pipeline may reach of the library: the toolkit, the verification toolkit, the
-# data, the kernels, errors and config, and the device description a backend carries. Never the cluster's start, the
-# runner, the benchmarks or the command line.
+# data, the kernels, errors and config, and the device description a backend carries. Never the
+# cluster's start, the runner, the benchmarks or the command line.
 PIPELINE_FACING = ("daskgpu.toolkit", "daskgpu.verification", "daskgpu.data", "daskgpu.kernels",
                    "daskgpu.errors", "daskgpu.config")
 REACHABLE_FROM_PIPELINES = (*PIPELINE_FACING, "daskgpu.clusters.devices")

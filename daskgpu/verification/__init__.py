@@ -16,37 +16,49 @@ A pipeline's check holds only its own mathematics; the rest is here.
 - :mod:`~daskgpu.verification.replay`: recomputing a part on the workers, from the data's
   definition or the input file.
 
-See ``docs/verification.md``.
+See ``docs/verification.md``. Importing this package loads nothing: each name loads its module on
+first use (the command line reads :mod:`~daskgpu.verification.depths` without NumPy).
 """
 
-from daskgpu.toolkit.workload import Mutation, Verification
-from daskgpu.verification.bounds import (
-    FALSE_ALARM,
-    chi_square_log_tail,
-    hoeffding,
-    rounding,
-    sigmas,
-    tolerance,
-    unit_roundoff,
-)
-from daskgpu.verification.certificates import (
-    cell_totals,
-    exact_total,
-    fingerprint,
-    fingerprint_weights,
-    parts_add_up,
-)
-from daskgpu.verification.declared import Check, Unreadable
-from daskgpu.verification.depths import CHECKED, DEFAULT, DEPTHS
-from daskgpu.verification.plans import Cells, Grid, Plan
-from daskgpu.verification.probes import compare_probes
-from daskgpu.verification.sampling import CONFIDENCE, FRACTION, Sampler, detection, sample_size
-from daskgpu.verification.verdict import LISTED, Verdict, differences
+from __future__ import annotations
 
-__all__ = [
-    "CHECKED", "CONFIDENCE", "DEFAULT", "DEPTHS", "FALSE_ALARM", "FRACTION", "LISTED", "Cells",
-    "Check", "Grid", "Mutation", "Plan", "Sampler", "Unreadable", "Verdict", "Verification",
-    "cell_totals", "chi_square_log_tail", "compare_probes", "detection", "differences",
-    "exact_total", "fingerprint", "fingerprint_weights", "hoeffding", "parts_add_up",
-    "rounding", "sample_size", "sigmas", "tolerance", "unit_roundoff",
-]
+import importlib
+
+# name -> module, imported on first access.
+_LAZY = {
+    "Mutation": "daskgpu.toolkit.workload",
+    "Verification": "daskgpu.toolkit.workload",
+    **dict.fromkeys(("FALSE_ALARM", "chi_square_log_tail", "hoeffding", "rounding", "sigmas",
+                     "tolerance", "unit_roundoff"), "daskgpu.verification.bounds"),
+    **dict.fromkeys(("cell_totals", "exact_total", "fingerprint", "fingerprint_weights",
+                     "parts_add_up", "sums_by_cell"), "daskgpu.verification.certificates"),
+    **dict.fromkeys(("Check", "Unreadable"), "daskgpu.verification.declared"),
+    **dict.fromkeys(("CHECKED", "DEFAULT", "DEPTHS"), "daskgpu.verification.depths"),
+    **dict.fromkeys(("Cells", "Grid", "Plan"), "daskgpu.verification.plans"),
+    "compare_probes": "daskgpu.verification.probes",
+    **dict.fromkeys(("CONFIDENCE", "FRACTION", "Sampler", "detection", "sample_size"),
+                    "daskgpu.verification.sampling"),
+    **dict.fromkeys(("LISTED", "Verdict", "apart", "differences"),
+                    "daskgpu.verification.verdict"),
+}
+#: The modules, by name (``from daskgpu.verification import replay``).
+_MODULES = ("bounds", "certificates", "declared", "depths", "plans", "probes", "replay",
+            "sampling", "verdict")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif name in _MODULES:
+        value = importlib.import_module(f"daskgpu.verification.{name}")
+    else:
+        raise AttributeError(f"module 'daskgpu.verification' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | set(_MODULES))
+
+
+__all__ = sorted(_LAZY)

@@ -66,6 +66,20 @@ def parts_add_up(reported, cells, owners, *, terms: int, dtype="float64", what: 
                        expected_as=expected_as, tolerance=limit, label=label)
 
 
+def sums_by_cell(values, cell: int, xp=np):
+    """Sums of ``values`` (rows first) over each run of ``cell`` rows, the last run shorter.
+
+    In the array library ``xp`` of ``values`` (a device's arrays stay there): the cell sums a
+    run certifies, recomputed by a check from the rows again.
+
+    >>> sums_by_cell(np.arange(5.0), 2).tolist()
+    [1.0, 5.0, 4.0]
+    """
+    if pad := -values.shape[0] % cell:
+        values = xp.concatenate([values, xp.zeros((pad, *values.shape[1:]), values.dtype)])
+    return values.reshape(-1, cell, *values.shape[1:]).sum(axis=1)
+
+
 def exact_total(values) -> float:
     """The correctly rounded total of ``values`` (:func:`math.fsum`), NaN if one is NaN."""
     flat = np.ravel(np.asarray(values, dtype=np.float64))

@@ -12,9 +12,11 @@ probe.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from daskgpu.verification.bounds import rounding
+from daskgpu.verification.bounds import FALSE_ALARM, rounding
 
 
 def miss_probability(probes: int) -> float:
@@ -57,3 +59,20 @@ def compare_probes(reported, recomputed, magnitude, *, terms: int, dtype="float6
     worst = int(np.argmax(excess)) if excess.size else 0
     ratio = float(excess.ravel()[worst]) if excess.size else 0.0
     return ratio <= 1.0, worst, ratio
+
+
+def normal_reach(limit: float, probes: int, false_alarm: float = FALSE_ALARM) -> float:
+    """How far (spectral norm) a symmetric matrix may be from another and agree on normal probes.
+
+    For ``probes`` (even) standard normal probes ``q_j`` and a difference ``E`` of two symmetric
+    matrices, ``sum_j |E q_j|^2 >= |E|_2^2 sum_j (u^T q_j)^2`` (``u``: ``E``'s top eigenvector),
+    a chi-square of ``probes`` degrees of freedom; agreeing along every probe within ``limit``
+    (the norm of :func:`compare_probes`' bounds, either side's rounding) bounds it by
+    ``(2 limit)^2``. As ``P(chi^2 <= x) <= (x / 2)^m / m!`` (``m = probes / 2``), a matrix
+    farther than the returned distance agrees with probability below ``false_alarm``.
+
+    >>> normal_reach(1.0, 10) > 2.0
+    True
+    """
+    m = probes // 2
+    return 2 * limit / math.sqrt(2 * (math.factorial(m) * false_alarm) ** (1 / m))

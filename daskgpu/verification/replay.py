@@ -4,7 +4,8 @@ A check recomputes the parts its plan names from the data's definition, never th
 graph: random data drawn again from the documented per-block scheme (:func:`stream`,
 :func:`redraw`, :func:`uniform_at`), an input read again with NumPy's or Zarr's own readers
 (:func:`stored`, :func:`read`). :func:`on_workers` runs such recomputations as Dask tasks on the
-run's cluster (a check runs with it as Dask's scheduler), so only their small results travel.
+run's cluster (a check runs with it as Dask's scheduler), so only their small results travel;
+:func:`summed_on_workers` adds larger ones up there first.
 
 The per-block scheme, which :mod:`daskgpu.data.synthetic` documents: block ``b`` (row-major) of
 data with seed ``s`` is drawn by :func:`daskgpu.toolkit.numeric.generator` of
@@ -30,6 +31,32 @@ def on_workers(function: Callable, calls: Iterable[tuple]) -> list:
     """
     tasks = [dask.delayed(function, pure=True)(*args) for args in calls]
     return list(dask.compute(*tasks)) if tasks else []
+
+
+def summed_on_workers(function: Callable, calls: Iterable[tuple], kept=()) -> tuple:
+    """``function(*args)`` for each ``args`` of ``calls``, each giving ``(part, extra)``, summed.
+
+    The parts (arrays of one shape: a block's counts, say) are added up on the workers, eight
+    at a time in a tree, so that only their total reaches the client, with the parts of the
+    calls ``kept`` numbers and every call's (small) extra: ``(total, kept parts, extras)``.
+    Where one result each is small, :func:`on_workers` is simpler.
+    """
+    parts = [dask.delayed(function, pure=True, nout=2)(*args) for args in calls]
+    level = [part[0] for part in parts]
+    while len(level) > 1:
+        level = [dask.delayed(sum, pure=True)(level[i:i + 8]) for i in range(0, len(level), 8)]
+    return dask.compute(level[0], [parts[i][0] for i in kept], [part[1] for part in parts])
+
+
+def added(*parts):
+    """Parts computed on the workers added up: arrays as they are, dicts key by key.
+
+    >>> added({"n": 1, "s": 2.0}, {"n": 3, "s": 0.5})
+    {'n': 4, 's': 2.5}
+    """
+    if isinstance(parts[0], dict):
+        return {key: sum(part[key] for part in parts) for key in parts[0]}
+    return sum(parts)
 
 
 def stored(path: str, kind: str):
@@ -84,3 +111,20 @@ def uniform_at(seed: int, block: int, first: int, count: int, dtype,
     values = np.empty(count, dtype=dtype) if out is None else out[:count]
     np.random.Generator(bits).random(out=values, dtype=dtype.name)
     return values
+
+
+def uniform_rows(seed: int, key: tuple, rows) -> np.ndarray:
+    """The uniform [0, 1) float64 draws at positions ``rows`` (increasing) of stream ``key``.
+
+    ``stream(seed, *key)`` draws one value a 64-bit word, so PCG64 is advanced over the
+    positions between runs of consecutive ones: a few rows of a long stream cost a few draws.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    rng, out, at = stream(seed, *key), np.empty(len(rows)), 0  # at: the draws taken
+    for run in np.split(np.arange(len(rows)), np.flatnonzero(np.diff(rows) > 1) + 1):
+        if len(run):
+            first, last = int(rows[run[0]]), int(rows[run[-1]])
+            rng.bit_generator.advance(first - at)
+            out[run] = rng.random(last - first + 1)[rows[run] - first]
+            at = last + 1
+    return out

@@ -143,8 +143,29 @@ def differences(reported, expected, *, what: str, reported_as: str = "reported",
     name = label(i) if label else f"{what} {i}"
     plural = unit or f"{what}s"
     counted = f" ({wrong.size} of {got.size} {plural} differ)" if got.size > 1 else ""
-    return (f"{name}: {_named(_shown(got[i], form), reported_as, first=False)}, "
-            f"{_named(_shown(want[i], form), expected_as, first=True)}{counted}")
+    shown = apart(got[i], want[i], (10, 17)) if not form else (format(got[i], form),
+                                                                format(want[i], form))
+    return (f"{name}: {_named(shown[0], reported_as, first=False)}, "
+            f"{_named(shown[1], expected_as, first=True)}{counted}")
+
+
+def apart(got, want, digits=(6, 10, 17)) -> tuple[str, str]:
+    """Two numbers written with as few significant ``digits`` as show them apart.
+
+    Integers as they are. A difference found is never hidden by rounding the values shown.
+
+    >>> apart(1.0000001, 1.0)
+    ('1.0000001', '1')
+    >>> apart(0.1 + 0.2, 0.3)
+    ('0.30000000000000004', '0.29999999999999999')
+    """
+    if isinstance(got, np.integer | int) and isinstance(want, np.integer | int):
+        return str(int(got)), str(int(want))
+    for count in digits:
+        a, b = f"{got:.{count}g}", f"{want:.{count}g}"
+        if a != b:
+            break
+    return a, b
 
 
 def _named(value: str, name: str, first: bool) -> str:
@@ -163,14 +184,6 @@ def _disagree(got: np.ndarray, want: np.ndarray, tolerance) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         agree = (got == want) | (np.abs(got - want) <= limit) | (np.isnan(got) & np.isnan(want))
     return ~agree
-
-
-def _shown(value, form: str) -> str:
-    if form:
-        return format(value, form)
-    if isinstance(value, np.integer | int):
-        return str(int(value))
-    return f"{value:.10g}"
 
 
 def _one_line(text: str) -> str:

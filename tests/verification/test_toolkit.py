@@ -220,3 +220,13 @@ def test_what_the_run_kept_for_the_fast_check_is_released_after_it_and_before_fu
     with pytest.raises(RuntimeError):
         check(workload, "wrong", "fast")
     assert events == ["fast step", "released"]
+
+
+def test_draws_at_given_rows_are_the_streams_own():
+    from daskgpu.verification import replay
+
+    rows = np.array([0, 1, 2, 7, 8, 100, 4095])
+    whole = replay.stream(11, 3, 5).random(4096)
+    np.testing.assert_array_equal(replay.uniform_rows(11, (3, 5), rows), whole[rows])
+    np.testing.assert_array_equal(replay.uniform_at(11, 3, 10, 6, "float64"),
+                                  replay.stream(11, 3).random(16)[10:])
