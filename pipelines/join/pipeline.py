@@ -32,8 +32,8 @@ from daskgpu.toolkit.registry import Resolved, Workload, pipeline
 from daskgpu.toolkit.timing import timed
 from pipelines.join import SUMMARY
 from pipelines.join import strategy as join_strategy
-from pipelines.join.check import MUTATIONS, verify
-from pipelines.join.shared import GROUPS
+from pipelines.join.check import CHECK
+from pipelines.join.shared import GROUPS, JoinContext
 from pipelines.join.tasks import (
     aggregate,
     cell_certificates,
@@ -193,10 +193,9 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     "join-pipeline",
     SUMMARY,
     PARAMS,
-    verify,
+    CHECK,
     settle=settle,
     baseline=baseline,
-    mutations=MUTATIONS,
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy join, its row count and its aggregate."""
@@ -219,8 +218,9 @@ def prepare(resolved: Resolved) -> Workload:
     join_name = strategy.name
     if not strategy.broadcast and 1 in (partitions, sizes["right_partitions"]):
         join_name = "single partition (a table in one partition needs no shuffle)"
-    # The reported value, and beside it the cell certificates that the fast check reads (a few
-    # hundred bytes per cell); the full check recomputes its own totals from the tables.
+    # The reported value, and beside it the cell certificates that the check reads (a few
+    # hundred bytes per cell): the fast check draws a sample of cells again, the full one
+    # recomputes every cell from the tables.
     collection = {**result_parts(joined), "cells": cell_certificates(joined, bounds)}
     right_rows = sizes["right_rows"]
     return Workload(
@@ -239,8 +239,7 @@ def prepare(resolved: Resolved) -> Workload:
             "join_reason": strategy.reason,
             "seed": seed,
         },
-        context={"matched": sizes["matched"], "rows": rows, "right_rows": right_rows,
-                 "left": left, "right": right, "seed": seed,
-                 "library": backend.array_library, "threads": max(1, backend.threads)},
+        context=JoinContext(rows, right_rows, sizes["matched"], seed, partitions, left, right,
+                            backend.array_library, max(1, backend.threads)),
         present=present,
     )

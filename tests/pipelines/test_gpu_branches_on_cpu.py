@@ -196,7 +196,7 @@ def test_join_graph_for_cudf_workers_holds_no_cudf_object_in_the_client(fake_cud
     spec = daskgpu.get_pipeline("join-pipeline")
     workload = spec.workload(gpu, rows=20_000, match=0.3, seed=1, partitions=4, **strategy)
     assert fake_cudf.made == []  # nothing made in the client
-    left, right = workload.context["left"], workload.context["right"]
+    left, right = workload.context.left, workload.context.right
     for collection in (left, right, *workload.collection.values()):
         assert type(collection._meta).__module__.split(".")[0] in ("pandas", "numpy")
     with dask.config.set(scheduler="sync"):

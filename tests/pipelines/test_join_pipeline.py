@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import replace
 
@@ -15,12 +16,15 @@ from conftest import compute_as_runner, run_cli, verify_on
 
 import daskgpu
 import pipelines.join.pipeline as jp
+from daskgpu.data.synthetic_tables import left_frame, partition_bounds
 from daskgpu.errors import ParameterError
 from daskgpu.toolkit.backends import Backend, scheduler_workers
-from pipelines.join import check_cells
+from daskgpu.verification import Verdict
+from pipelines.join import check as join_check
+from pipelines.join import check_replay
 from pipelines.join import strategy as join_strategy
 from pipelines.join import tasks as join_tasks
-from pipelines.join.check import lookup_totals
+from pipelines.join.check_replay import lookup_totals
 from pipelines.join.shared import BLOCK_ROWS, CELL_ROWS
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
@@ -249,9 +253,9 @@ def test_verification_of_a_join_without_partners(cpu_client):
 
 def test_verification_refuses_a_right_table_whose_keys_repeat(cpu_client):
     spec, workload, raw = computed(cpu_client, rows=ROWS, partitions=5, seed=4)
-    right = workload.context["right"].compute(scheduler=cpu_client.client).reset_index(drop=True)
+    right = workload.context.right.compute(scheduler=cpu_client.client).reset_index(drop=True)
     right.loc[1, "key"] = right.loc[0, "key"]
-    broken = dict(workload.context, right=dd.from_pandas(right, npartitions=3))
+    broken = replace(workload.context, right=dd.from_pandas(right, npartitions=3))
     result = check(cpu_client, spec, replace(workload, context=broken), raw)
     assert not result.ok
     assert f"right keys: {ROWS // 10} rows hold {ROWS // 10 - 1} of the keys" in result.detail
@@ -260,19 +264,26 @@ def test_verification_refuses_a_right_table_whose_keys_repeat(cpu_client):
 
 def test_lookup_totals_equal_pandas_merge_and_groupby(cpu_client):
     left, right = pandas_tables(30_000, 0.6, 12)
-    found = lookup_totals(dd.from_pandas(left, npartitions=4),
-                          dd.from_pandas(right, npartitions=2), len(right))
-    found = found.compute(scheduler=cpu_client.client)
-    joined = left.merge(right, on="key")
+    left_parts = dd.from_pandas(left, npartitions=4)
+    cells = -(-len(left) // CELL_ROWS)
+    with dask.config.set(scheduler=cpu_client.client):
+        rows, right_keys, sums = lookup_totals(left_parts, dd.from_pandas(right, npartitions=2),
+                                               len(right), left_parts.divisions[:-1], cells)
+    joined = left.reset_index().merge(right, on="key")
     groups = joined["key"] % jp.GROUPS
-    assert found["right_keys"] == {"rows": len(right), "distinct": len(right), "repeated": 0}
-    totals = found["totals"]
-    assert totals["left_rows"] == len(left)
+    assert right_keys == (len(right), len(right), 0)  # rows, distinct keys, repeated keys
+    assert rows == len(left)
     expected = joined.groupby(groups)
-    np.testing.assert_array_equal(totals["count"], expected.size().reindex(range(16), fill_value=0))
-    np.testing.assert_allclose(totals["sum_xy"],
+    totals = check_replay.Sums(*(s.sum(axis=0) for s in sums))
+    np.testing.assert_array_equal(totals.count, expected.size().reindex(range(16), fill_value=0))
+    np.testing.assert_allclose(totals.sum_xy,
                                (joined["x"] * joined["y"]).groupby(groups).sum(), rtol=1e-12)
-    np.testing.assert_allclose(totals["sum_y"], expected["y"].sum(), rtol=1e-12)
+    np.testing.assert_allclose(totals.sum_y, expected["y"].sum(), rtol=1e-12)
+    cell = (joined["index"] // CELL_ROWS) * jp.GROUPS + groups  # and so, cell by cell
+    np.testing.assert_array_equal(sums.count.ravel(), np.bincount(cell, minlength=cells * 16))
+    np.testing.assert_allclose(sums.sum_y.ravel(),
+                               np.bincount(cell, weights=joined["y"], minlength=cells * 16),
+                               rtol=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -438,8 +449,8 @@ def test_the_fast_depth_draws_cells_and_says_what_it_promises(in_process_client,
     assert ("62 of 489 cells checked again: a fault in at least 10 % of the cells is caught "
             "with probability at least 99.9 %") in checks["fast"].detail
     assert "each block's joined rows equal its definition's" in checks["fast"].detail
-    totals, problems = check_cells.certified(raw["cells"], 489)
-    assert not problems and totals["count"].sum() == 600_000
+    totals = join_check.certified(raw["cells"], 489)  # none outside the cells
+    assert totals.count.sum() == 600_000
 
 
 def test_certified_cells_equal_a_merge_of_the_tables():
@@ -449,20 +460,23 @@ def test_certified_cells_equal_a_merge_of_the_tables():
     workload = spec.workload(CPU2, rows=rows, match=match, partitions=3, seed=seed)
     with dask.config.set(scheduler="sync"):
         raw = dask.compute(workload.collection)[0]
-    totals, _ = check_cells.certified(raw["cells"], check_cells.cell_count(rows))
+    totals = join_check.certified(raw["cells"], workload.context.cells.total)
     left, right = pandas_tables(rows, match, seed)
     joined = left.reset_index().merge(right, on="key")
     cell = (joined["index"] // CELL_ROWS) * jp.GROUPS + joined["key"] % jp.GROUPS
-    size = totals["count"].size
-    np.testing.assert_array_equal(totals["count"].ravel(), np.bincount(cell, minlength=size))
-    np.testing.assert_allclose(totals["sum_y"].ravel(),
+    size = totals.count.size
+    np.testing.assert_array_equal(totals.count.ravel(), np.bincount(cell, minlength=size))
+    np.testing.assert_allclose(totals.sum_y.ravel(),
                                np.bincount(cell, weights=joined["y"], minlength=size),
                                rtol=1e-12)
-    assert check_cells.count_differences(totals, rows, round(match * rows)) == []
-    block = np.arange(len(totals["count"])) * CELL_ROWS // BLOCK_ROWS
-    np.testing.assert_array_equal(
-        np.bincount(block, weights=totals["count"].sum(axis=1)),
-        check_cells.defined_counts(rows, round(match * rows)))
+    verdict = Verdict("fast")
+    join_check.blocks_as_defined(workload.context, join_check.Reading({}, totals), verdict)
+    assert verdict.ok, verdict.detail()
+    block = np.arange(len(totals.count)) * CELL_ROWS // BLOCK_ROWS
+    matched, edges = round(match * rows), [min(rows, b * BLOCK_ROWS) for b in range(6)]
+    np.testing.assert_array_equal(  # floor(M b1 / N) - floor(M b0 / N) matching rows a block
+        np.bincount(block, weights=totals.count.sum(axis=1)),
+        np.diff([matched * edge // rows for edge in edges]))
 
 
 def _faulty_probe(monkeypatch, change):
@@ -537,6 +551,55 @@ def test_a_shuffle_join_losing_rows_fails_both_depths(in_process_client, monkeyp
     assert "other joined rows than their definition" in checks["fast"].detail
 
 
+# Five left partitions of one block (16 cells) each: a random one (seeded, not the first) and
+# the last. A partition holds a fifth of the cells, so the fast sample (a tenth caught at
+# 99.9 %) finds it; full looks every cell up.
+ONE_PARTITION = {"random": int(np.random.default_rng(12).integers(1, 4)), "last": 4}
+SMALL = {"rows": 5 * BLOCK_ROWS, "partitions": 5, "seed": 3}
+
+
+def _first_x(partition: int) -> float:
+    """The x of a left partition's first row, as the tables' definition draws it."""
+    start = partition_bounds(SMALL["rows"], SMALL["partitions"])[partition][0]
+    rows = SMALL["rows"]
+    return float(left_frame((start, start + 1), rows=rows, right_rows=rows // 10,
+                            matched=round(0.3 * rows), seed=SMALL["seed"])["x"].iloc[0])
+
+
+@pytest.mark.parametrize("where", sorted(ONE_PARTITION))
+def test_a_fault_in_one_partition_fails_both_depths_naming_it(in_process_client, monkeypatch,
+                                                               where):
+    """The partners' y 0.1 % high in the joined rows of one left partition (its probe)."""
+    partition = ONE_PARTITION[where]
+    first_x = _first_x(partition)
+    real = join_tasks._probe
+
+    def probe(left, keyed):
+        joined = real(left, keyed)
+        mine = len(left) and left["x"].iloc[0] == first_x
+        return joined.assign(y=joined["y"] * 1.001) if mine else joined
+
+    monkeypatch.setattr(join_tasks, "_probe", probe)
+    spec, workload, raw = computed(in_process_client, **SMALL)
+    checks = _both(in_process_client, spec, workload, raw)
+    for depth, again in (("fast", "drawn again"), ("full", "looked up")):
+        detail = checks[depth].detail
+        assert not checks[depth].ok and f"(partition {partition}), group " in detail, detail
+        assert re.search(rf"sum_xy \S+ certified, \S+ {again}", detail), detail
+        assert "partition" not in detail.replace(f"partition {partition})", ""), detail
+
+
+def test_the_full_depth_checks_every_cells_certificate(in_process_client):
+    """One certificate's sum of y changed: the fast sample may miss it, full never does."""
+    spec, workload, raw = computed(in_process_client, **SMALL)
+    cells = raw["cells"].reset_index(drop=True)
+    row = int(np.flatnonzero(cells["cell"].to_numpy() == 77)[0])  # a cell of partition 4
+    cells.loc[cells.index[row], "sum_y"] += 1e-6
+    found = check(in_process_client, spec, workload, dict(raw, cells=cells), "full")
+    assert not found.ok and "cell 77 (partition 4), group" in found.detail, found.detail
+    assert "sum_y" in found.detail and "looked up (1 of 1280 cell groups differ)" in found.detail
+
+
 def test_redrawn_cells_compute_with_the_array_library_named(cupy_stand_in, monkeypatch):
     """The sample's lookups and sums go through the library the workers compute with (CuPy on
     GPU workers; the strict stand-in here) and give the NumPy answer."""
@@ -546,17 +609,15 @@ def test_redrawn_cells_compute_with_the_array_library_named(cupy_stand_in, monke
         real = getattr(cupy_stand_in, name)
         monkeypatch.setattr(cupy_stand_in, name, lambda *a, _real=real, _name=name, **k: (
             calls.update([_name]), _real(*a, **k))[1])
-    sizes = {"rows": 300_000, "right_rows": 30_000, "matched": 90_000}
+    sizes = (300_000, 30_000, 90_000)  # rows, right rows, matched rows
     cells = list(range(16)) + [50]  # the first block's cells, and one of the fourth block
-    got = check_cells.redrawn_cells(cells, sizes, 5, "cupy")
-    want = check_cells.redrawn_cells(cells, sizes, 5, "numpy")
+    got = check_replay.redrawn_cells(cells, *sizes, 5, "cupy")
+    want = check_replay.redrawn_cells(cells, *sizes, 5, "numpy")
     assert calls["asarray"] == 1 + 2 * 17 and calls["bincount"] == 3 * 17
-    for c in cells:
-        for a, w in zip(got[c], want[c], strict=True):
-            assert isinstance(a, np.ndarray)  # on the host
-            np.testing.assert_array_equal(a, w)
-    assert sum(got[c][0].sum() for c in range(16)) == check_cells.defined_counts(
-        300_000, 90_000)[0]
+    for a, w in zip(got, want, strict=True):
+        assert isinstance(a, np.ndarray) and a.shape == (17, 16)  # on the host, a row a cell
+        np.testing.assert_array_equal(a, w)
+    assert got.count[:16].sum() == 90_000 * BLOCK_ROWS // 300_000  # the first block's, defined
 
 
 def test_cell_sums_of_device_partitions_stay_on_the_device_until_small(cupy_stand_in):
