@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from daskgpu.errors import ParameterError
-from daskgpu.toolkit import backends, spot_checks
+from daskgpu.toolkit import backends
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.params import (
     Param,
@@ -34,11 +34,11 @@ from daskgpu.toolkit.params import (
 from daskgpu.toolkit.registry import Resolved, Workload, pipeline
 from daskgpu.toolkit.timing import timed
 from pipelines.trips import SUMMARY
-from pipelines.trips.check import MUTATIONS, verify
+from pipelines.trips.check import CHECK
+from pipelines.trips.check_fast import drawn_cells
 from pipelines.trips.shared import (
-    CELL_ROWS,
     COLUMNS,
-    cell_count,
+    TripsContext,
     partition_specs,
     synthetic_partition,
 )
@@ -186,38 +186,28 @@ def _planned_rows(part: tuple) -> int:
     return _csv_lines(part[1])
 
 
-def cell_plan(resolved: Resolved, parts: list[tuple]) -> dict:
-    """Where the certificates' cells lie and which the fast check draws again.
+def context(resolved: Resolved, parts: list[tuple]) -> TripsContext:
+    """What the check knows of the run: its data, and the rows each partition will read."""
+    rows = tuple(_planned_rows(p) for p in parts)
+    library = resolved.backend.dataframe_library
+    if resolved["input"] is not None:
+        return TripsContext(library, rows, source=resolved.inputs["input"],
+                            output=resolved["output"])
+    return TripsContext(library, rows, resolved["seed"], resolved["rows"],
+                        resolved["partitions"], output=resolved["output"])
 
-    Every partition is cut into cells of ``CELL_ROWS`` rows; ``spot_checks.sample_size`` of all
-    the cells are drawn with the run's seed (with an input, a seed from its row count), and each
-    partition's task keeps the rows of its drawn cells.
 
-    Parameters
-    ----------
-    resolved : Resolved
-        The run's values (backend, seed, input).
-    parts : list of tuple
-        What each task reads, in order.
+def cell_plan(ctx: TripsContext) -> list[dict]:
+    """Each partition's cells, the ``cells`` argument of its task.
 
-    Returns
-    -------
-    dict
-        ``cell_rows``, ``seed``, ``planned_rows`` (per partition), ``drawn`` (global cell
-        numbers) and ``cells`` (per partition, the ``cells`` argument of its task).
+    Every partition is cut into cells of ``ctx.cell_rows`` rows, and its task keeps the rows of
+    those the fast check draws (:func:`~pipelines.trips.check_fast.drawn_cells`).
     """
-    cell_rows = CELL_ROWS[resolved.backend.dataframe_library]
-    rows = [_planned_rows(p) for p in parts]
-    counts = [cell_count(r, cell_rows) for r in rows]
-    seed = resolved["seed"] if resolved["input"] is None else resolved.inputs["input"].rows
-    population = sum(counts)
-    drawn = spot_checks.seeded_sample(population, spot_checks.sample_size(population), seed)
-    first = np.cumsum([0, *counts])
-    cells = [{"rows": cell_rows, "seed": seed,
-              "sampled": tuple(int(c - first[i]) for c in drawn
-                               if first[i] <= c < first[i + 1])} for i in range(len(parts))]
-    return {"cell_rows": cell_rows, "seed": seed, "planned_rows": rows, "drawn": drawn,
-            "cells": cells}
+    sampled: list[list[int]] = [[] for _ in ctx.planned_rows]
+    for partition, cell in drawn_cells(ctx):
+        sampled[partition].append(cell)
+    return [{"rows": ctx.cell_rows, "seed": ctx.sample_seed, "sampled": tuple(cells)}
+            for cells in sampled]
 
 
 def _read_pandas(source) -> pd.DataFrame:
@@ -275,10 +265,9 @@ def warm_up(backend_name: str) -> None:
     "trips-pipeline",
     SUMMARY,
     PARAMS,
-    verify,
+    CHECK,
     settle=settle,
     baseline=baseline,
-    mutations=MUTATIONS,
     warm_up=warm_up,
     # the kernel, and the Parquet reader with its compute functions (tasks.host_chunks)
     worker_modules=("daskgpu.kernels.trips", "pyarrow.parquet", "pyarrow.compute"),
@@ -290,15 +279,14 @@ def prepare(resolved: Resolved) -> Workload:
     parts, described = _partitions(resolved)
     described["partitions"] = len(parts)
     elements = described["rows"]
-    plan = cell_plan(resolved, parts)
+    ctx = context(resolved, parts)
     return Workload(
-        collection=tree(parts, resolved.backend.to_device(), plan["cells"]),
+        collection=tree(parts, resolved.backend.to_device(), cell_plan(ctx)),
         bytes_are="generated" if resolved["input"] is None else "read",
         elements=elements,
         nbytes=elements * 7 * 8,
         description=described,
-        context={"output": output, "parts": parts,
-                 **{k: plan[k] for k in ("cell_rows", "seed", "planned_rows", "drawn")}},
+        context=ctx,
         present=_present,
         save=_save if output is not None else None,
     )
@@ -319,7 +307,7 @@ def _save(workload: Workload, value: dict, path: str) -> None:
 
     table = pd.DataFrame(value["table"])
     with output_files.atomic(path) as temporary:
-        if workload.context["output"].lower().endswith(".csv"):
+        if workload.context.output.lower().endswith(".csv"):
             table.to_csv(temporary, index=False)
         else:
             table.to_parquet(temporary, index=False)

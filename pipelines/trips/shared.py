@@ -9,13 +9,19 @@ into cells of ``CELL_ROWS`` consecutive rows (in the order the partition is read
 cell's sums form a dense table of ``HOURS`` rows by ``SLOTS`` columns (passengers
 ``0 .. SLOTS - 2``, then one column for every other passenger count); the tables are projected
 on ``projection_weights(seed)``.
+
+:class:`TripsContext` is what the check knows of a run (``workload.context``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from daskgpu.toolkit import backends
+from daskgpu.verification import Cells
 
 COLUMNS = {
     "pickup_time": "datetime",
@@ -93,3 +99,44 @@ def projection_weights(seed: int) -> np.ndarray:
     cells = HOURS * SLOTS
     return np.stack([np.ones(cells, np.int64),
                      rng.integers(1, WEIGHT_LIMIT, cells, dtype=np.int64)], axis=1)
+
+
+@dataclass(frozen=True)
+class TripsContext:
+    """What trips-pipeline's check knows of a run.
+
+    Attributes
+    ----------
+    library : str
+        The workers' dataframe library ("pandas", "cudf"): it sets the cells' rows.
+    planned_rows : tuple of int
+        The rows each partition was planned to read, in order (the cells were cut from these).
+    seed, rows, partitions : int, optional
+        Synthetic trips' seed, rows and partitions (None for an input).
+    source : TableSource, optional
+        The input (its ``kind``, ``files`` and ``rows``), or None for synthetic trips.
+    output : str, optional
+        Where the table is written.
+    """
+
+    library: str
+    planned_rows: tuple[int, ...]
+    seed: int | None = None
+    rows: int | None = None
+    partitions: int | None = None
+    source: Any = None
+    output: str | None = None
+
+    @property
+    def sample_seed(self) -> int:
+        """The seed of the cells drawn and of the projections: an input's is its row count."""
+        return self.seed if self.source is None else self.source.rows
+
+    @property
+    def cell_rows(self) -> int:
+        """Rows of a cell."""
+        return CELL_ROWS[self.library]
+
+    def cells(self) -> Cells:
+        """The cells of every partition, as planned."""
+        return Cells(tuple(cell_count(rows, self.cell_rows) for rows in self.planned_rows))

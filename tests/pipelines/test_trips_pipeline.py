@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import dask
 import numpy as np
@@ -16,8 +17,8 @@ from daskgpu.errors import BackendUnavailable, InputFileError, ParameterError
 from daskgpu.kernels import trips as trip_kernel
 from daskgpu.kernels.haversine import haversine_numpy
 from daskgpu.toolkit.backends import Backend
-from pipelines.trips import check as trips_check
-from pipelines.trips import check_cells as trips_check_cells
+from pipelines.trips import check_fast as trips_check_fast
+from pipelines.trips import check_replay as trips_check_replay
 from pipelines.trips import pipeline as trips_pipeline
 from pipelines.trips import tasks as trips_tasks
 
@@ -156,33 +157,50 @@ def test_a_wrong_distance_kernel_fails_verification(monkeypatch):
     workload = spec.workload(CPU2, rows=8_000, partitions=4, seed=3)
     with dask.config.set(scheduler="sync"):
         raw = dask.compute(workload.collection)[0]
-        assert spec.verify(workload, raw).ok
+        assert spec.verify(workload, raw, "full").ok
         monkeypatch.setattr(trips_tasks, "partial_sums", drifting)
         drifted = spec.workload(CPU2, rows=8_000, partitions=4, seed=3)
         raw = dask.compute(drifted.collection)[0]
-        check = spec.verify(drifted, raw)
+        check = spec.verify(drifted, raw, "full")
     assert not check.ok and "distance_mean_km" in check.detail, check.detail
 
 
-def test_the_numpy_sample_checks_the_pandas_recomputation(monkeypatch):
-    """Sampled partitions are also summed by NumPy alone: a pandas path that lost a trip in
-    each partition disagrees there (and with the reported table)."""
+def test_the_numpy_sums_check_the_pandas_recomputation(monkeypatch):
+    """Every partition is also summed by NumPy alone: a pandas path that lost a trip in each
+    partition disagrees there (and with the reported table)."""
     spec = daskgpu.get_pipeline("trips-pipeline")
     workload = spec.workload(CPU2, rows=8_000, partitions=4, seed=3)
-    pandas_groups = trips_check._pandas_groups
-    monkeypatch.setattr(trips_check, "_pandas_groups", lambda t: pandas_groups(t.iloc[1:]))
+    pandas_groups = trips_check_replay.pandas_groups
+    monkeypatch.setattr(trips_check_replay, "pandas_groups",
+                        lambda t: pandas_groups(t.iloc[1:]))
     with dask.config.set(scheduler="sync"):
         raw = dask.compute(workload.collection)[0]
-        check = spec.verify(workload, raw)
+        check = spec.verify(workload, raw, "full")
     assert not check.ok
-    assert "sampled partition" in check.detail and "by NumPy" in check.detail, check.detail
+    assert "partition 0, hour" in check.detail and "by NumPy" in check.detail, check.detail
 
 
-def test_the_sample_is_chosen_by_the_seed():
-    picks = {tuple(trips_check._sampled(40, seed)) for seed in range(5)}
-    assert len(picks) > 1
-    assert trips_check._sampled(40, 7) == trips_check._sampled(40, 7)
-    assert trips_check._sampled(2, 7) == [0, 1]
+def test_the_cells_follow_the_seed_and_full_sums_every_partition_with_numpy(monkeypatch):
+    """The fast depth's cells are drawn with the run's seed; the full depth, which sampled three
+    partitions for its NumPy sums, now sums every one."""
+    spec = daskgpu.get_pipeline("trips-pipeline")
+
+    def drawn(seed):
+        workload = spec.workload(CPU2, rows=400_000, partitions=4, seed=seed)
+        return trips_check_fast.drawn_cells(workload.context)
+
+    picks = {tuple(drawn(seed)) for seed in range(5)}
+    assert len(picks) > 1 and drawn(7) == drawn(7)
+    recomputed = trips_check_replay.recomputed_cells
+    seen = []
+    monkeypatch.setattr(trips_check_replay, "recomputed_cells",
+                        lambda cells: seen.append(len(cells[0]["fare"])) or recomputed(cells))
+    workload = spec.workload(CPU2, rows=8_000, partitions=4, seed=3)
+    with dask.config.set(scheduler="sync"):
+        raw = dask.compute(workload.collection)[0]
+        check = spec.verify(workload, raw, "full")
+    assert check.ok and seen == [2_000] * 4, (check.detail, seen)
+    assert "all 4 partitions read again" in check.detail
 
 
 def test_the_two_haversines_of_verification_agree_with_the_kernel():
@@ -192,7 +210,8 @@ def test_the_two_haversines_of_verification_agree_with_the_kernel():
     from daskgpu.kernels.haversine import haversine_km
 
     kernel = haversine_km(lat1, lon1, lat2, lon2)
-    for own in (trips_check._great_circle_asin_km, trips_check._great_circle_atan2_km):
+    for own in (trips_check_replay.great_circle_asin_km,
+                trips_check_replay.great_circle_atan2_km):
         np.testing.assert_allclose(own(lat1, lon1, lat2, lon2), kernel, rtol=1e-10)
         assert own(lat1, lon1, lat1, lon1).max() == 0.0
 
@@ -334,7 +353,7 @@ def test_time_zones_are_grouped_by_their_wall_clock(tmp_path):
     with dask.config.set(scheduler="sync"):
         workload = spec.workload(CPU2, input=str(tmp_path / "t.parquet"))
         raw = dask.compute(workload.collection)[0]
-        assert spec.verify(workload, raw).ok
+        assert all(spec.verify(workload, raw, depth).ok for depth in ("fast", "full"))
     expected = _pandas_reference(frame)  # .dt.hour: the local hour
     _assert_table_equal(spec.workload(CPU2, input=str(tmp_path / "t.parquet")).present(
         workload, raw)["table"], expected)
@@ -438,7 +457,7 @@ def test_the_fast_depth_draws_cells_and_says_what_it_promises(in_process_client)
             "with probability at least 99.9 %") in checks["fast"].detail
     # the run kept the rows of exactly the drawn cells, and only those
     kept = sorted((i, k) for i, c in enumerate(raw["partitions"]) for k in c["sampled"])
-    drawn = trips_check_cells._drawn(workload.resolved, workload.context)[0]
+    drawn = trips_check_fast.drawn_cells(workload.context)
     assert kept == sorted(drawn) and len(kept) == 48
     assert all(len(c["cell_rows"]) == 25 for c in raw["partitions"])
 
@@ -446,8 +465,8 @@ def test_the_fast_depth_draws_cells_and_says_what_it_promises(in_process_client)
 def test_the_fast_depth_reads_no_data_again(in_process_client, monkeypatch):
     spec, workload, raw = _computed(in_process_client, **FAST)
     monkeypatch.setattr(trips_pipeline, "synthetic_partition", None)
-    for module in (trips_tasks, trips_check):
-        for name in ("host_chunks", "synthetic_columns", "synthetic_partition", "_pandas_chunks"):
+    for module in (trips_tasks, trips_check_replay):
+        for name in ("host_chunks", "synthetic_columns", "synthetic_partition", "pandas_chunks"):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, None)
     assert _verified(in_process_client, spec, workload, raw, "fast").ok
@@ -555,6 +574,34 @@ def test_a_partition_table_that_is_not_its_cells_fails_the_fast_depth(in_process
     assert not checks["fast"].ok and "cells'" in checks["fast"].detail, checks["fast"].detail
 
 
+# One partition of eight: a random one (drawn with a seed, not the first), and the last. Each
+# holds an eighth of the cells, so the fast depth's sample (a tenth caught at 99.9 %) finds it.
+ONE_PARTITION = {"random": int(np.random.default_rng(12).integers(1, 7)), "last": 7}
+
+
+@pytest.mark.parametrize("where", sorted(ONE_PARTITION))
+def test_one_partition_misread_fails_both_depths(in_process_client, monkeypatch, where):
+    """The reader hands the kernel dropoff latitudes 1e-4 degrees north in one partition only
+    (its rows as read, which the fast depth recomputes, are right)."""
+    real, target = trips_tasks._chunks, ONE_PARTITION[where]
+    column = trips_tasks.VALUES.index("dropoff_lat")
+
+    def misread(partition, to_device):
+        for n, (ticks, per_hour, *values), as_read in real(partition, to_device):
+            if partition[1][0] == target:
+                values[column] = values[column] + 1e-4
+            yield n, (ticks, per_hour, *values), as_read
+
+    monkeypatch.setattr(trips_tasks, "_chunks", misread)
+    spec, workload, raw = _computed(in_process_client, rows=400_000, partitions=8, seed=5)
+    checks = _both(in_process_client, spec, workload, raw)
+    fast, full = checks["fast"].detail, checks["full"].detail
+    assert not checks["fast"].ok and f"partition {target} cell " in fast, fast
+    assert "distance_sum" in fast and "recomputed from its rows" in fast, fast
+    assert set(re.findall(r"partition (\d+) cell", fast)) == {str(target)}, fast
+    assert not checks["full"].ok and "distance_mean_km" in full and "recomputed" in full, full
+
+
 @pytest.mark.parametrize("kind", ["parquet", "csv"])
 def test_the_fast_depth_of_an_input_with_unusual_values(in_process_client, tmp_path, kind):
     frame = _unusual(30_000, 6)
@@ -608,7 +655,7 @@ def test_cells_recomputed_by_numpy_equal_the_kernel():
     passengers outside the dense slots."""
     frame = _unusual(9_000, 3)
     rows = {name: trips_tasks._pandas_values(frame[name]) for name in trips_pipeline.COLUMNS}
-    counts, sums = trips_check_cells.recomputed_cells([rows])
+    counts, sums = trips_check_replay.recomputed_cells([rows])
     want_counts, want_sums = trip_kernel.trip_sums(*trips_tasks._kernel_columns(rows))
     np.testing.assert_array_equal(counts[0], want_counts)
     np.testing.assert_allclose(sums[0], want_sums, rtol=1e-10)
