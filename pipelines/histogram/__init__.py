@@ -2,9 +2,11 @@
 
 - ``pipeline.py``: parameters, settle, baseline, prepare and registration.
 - ``tasks.py``: what runs on the workers: the data, the kernel per block, the default range.
-- ``shared.py``: what the run and its check both use: the layout of the raw result.
-- ``check.py``: the verification (numpy.histogram of every block, sampled blocks, chi-square) and
-  its mutations.
+- ``shared.py``: what the run and its check both use: the layout of the raw result, the checked
+  cells, and the check's typed context (``HistogramContext``).
+- ``check.py``: the verification declared on ``daskgpu.verification`` (the steps both depths
+  share); ``check_fast.py``, ``check_full.py``: the steps of one depth; ``check_replay.py``: the
+  recomputations they call; ``check_mutations.py``: the wrong results both depths must catch.
 
 Importing this package imports nothing: a worker that unpickles one of its tasks imports it
 first.

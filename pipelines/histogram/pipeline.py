@@ -34,10 +34,11 @@ from daskgpu.toolkit.params import (
 )
 from daskgpu.toolkit.registry import Resolved, Workload, pipeline
 from daskgpu.toolkit.timing import timed
+from daskgpu.verification import Grid, fingerprint_weights
 from pipelines.histogram import SUMMARY, shared
-from pipelines.histogram.check import MUTATIONS, verify
+from pipelines.histogram.check import CHECK
+from pipelines.histogram.shared import HistogramContext
 from pipelines.histogram.tasks import (
-    checked_cells,
     finite_range,
     histograms,
     make_data,
@@ -167,10 +168,9 @@ def warm_up(backend_name: str) -> None:
     "histogram-pipeline",
     SUMMARY,
     PARAMS,
-    verify,
+    CHECK,
     settle=settle,
     baseline=baseline,
-    mutations=MUTATIONS,
     warm_up=warm_up,
     worker_modules=("daskgpu.kernels.histogram",),
 )
@@ -179,28 +179,23 @@ def prepare(resolved: Resolved) -> Workload:
     bins, range, output = resolved["bins"], resolved["range"], resolved["output"]
     data, described = make_data(resolved)
     lo, hi, extremes = (*range, None) if range is not None else finite_range(data)
-    # Input data has no seed: its sampled blocks and cells follow from its size.
-    seed = resolved["seed"] if resolved["seed"] is not None else math.prod(data.shape)
-    sampled = sampled_blocks(data.numblocks, seed)
-    library = resolved.backend.array_library
     random = resolved["input"] is None
-    cuts = {}
-    if shared.reports_cells(bins, random and library != "numpy"):
-        shapes = [tuple(c[i] for c, i in zip(data.chunks, loc, strict=True))
-                  for loc in np.ndindex(*data.numblocks)]
-        cuts = checked_cells(shapes, seed, extremes)
-    drawn = ({"seed": seed, "dtype": data.dtype.name, "distribution": resolved["distribution"]}
-             if random and library == "numpy" else None)
+    grid = Grid(data.chunks)
+    # Input data has no seed: its sampled blocks and cells follow from its size.
+    context = HistogramContext(
+        grid, bins, lo, hi, _edges(data.dtype, lo, hi, bins), data.dtype.name,
+        resolved.backend.array_library,
+        sampled_blocks(grid.blocks, resolved["seed"] if random else math.prod(data.shape)),
+        seed=resolved["seed"], distribution=resolved["distribution"],
+        source=None if random else resolved.inputs["input"], range_given=range,
+        extremes=extremes, output=output)
+    drawn = ({"seed": context.seed, "dtype": context.dtype, "distribution": context.distribution}
+             if random and context.library == "numpy" else None)
     # The rows (the counts, then the sampled blocks'), and the certificates beside them
     # (pipelines.histogram.shared).
-    collection = histograms(data, lo, hi, bins, sampled, cuts,
-                            shared.fingerprint_weights(bins + 1, seed), drawn)
+    collection = histograms(data, lo, hi, bins, context.sampled, context.cuts(),
+                            fingerprint_weights(bins + 1, context.sample_seed), drawn)
     elements = math.prod(data.shape)
-    context = {"bins": bins, "lo": lo, "hi": hi, "edges": _edges(data.dtype, lo, hi, bins),
-               "output": output, "data": data, "dtype": data.dtype, "sampled": sampled,
-               "range_given": range, "distribution": resolved["distribution"],
-               "seed": resolved["seed"], "library": library, "extremes": extremes,
-               "source": None if random else resolved.inputs["input"]}
     return Workload(
         collection=collection,
         bytes_are="generated" if resolved["input"] is None else "read",
@@ -222,10 +217,10 @@ def prepare(resolved: Resolved) -> Workload:
 
 
 def _present(workload: Workload, raw: dict) -> dict:
-    bins = workload.context["bins"]
+    bins = workload.context.bins
     counts = shared.summed(raw["histograms"])
     in_bins = shared.bin_counts(counts, bins)
-    return {"counts": in_bins, "edges": workload.context["edges"],
+    return {"counts": in_bins, "edges": workload.context.edges,
             "nan": int(shared.nan_count(counts, bins)), "in_range": int(in_bins.sum())}
 
 
@@ -236,11 +231,11 @@ def _save(workload: Workload, value: dict, path: str) -> None:
     data); the counts are int64.
     """
     edges = value["edges"]
-    if workload.context["output"].lower().endswith(".csv"):
+    if workload.context.output.lower().endswith(".csv"):
         output_files.save_table(
             path, {"left": edges[:-1], "right": edges[1:], "count": value["counts"]},
-            like=workload.context["output"])
+            like=workload.context.output)
         return
     with output_files.atomic(path) as temporary, open(temporary, "wb") as f:
         np.savez(f, counts=np.asarray(value["counts"], dtype=np.int64),
-                 edges=edges.astype(workload.context["dtype"]))
+                 edges=edges.astype(workload.context.dtype))

@@ -27,9 +27,10 @@ import numpy as np
 
 from daskgpu.data import array_input, synthetic
 from daskgpu.errors import ParameterError
-from daskgpu.toolkit import chunking, pcg64, reductions, spot_checks
+from daskgpu.toolkit import chunking, pcg64, reductions
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.registry import Resolved, worker_function
+from daskgpu.verification import Sampler, fingerprint
 from pipelines.histogram import shared
 
 # The kernel, imported by the workers only (the pipeline's worker_modules)
@@ -99,12 +100,9 @@ def widened(lo: float, hi: float) -> tuple[float, float]:
     return (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)  # numpy.histogram's rule
 
 
-def sampled_blocks(numblocks: tuple[int, ...], seed: int) -> list[tuple[int, ...]]:
+def sampled_blocks(blocks: int, seed: int) -> tuple[int, ...]:
     """The blocks whose own counts the run returns: ``SAMPLED_BLOCKS`` chosen with ``seed``."""
-    total = math.prod(numblocks)
-    rng = np.random.default_rng(seed)
-    chosen = np.sort(rng.choice(total, size=min(shared.SAMPLED_BLOCKS, total), replace=False))
-    return [tuple(int(i) for i in np.unravel_index(flat, numblocks)) for flat in chosen]
+    return tuple(Sampler(seed, "sampled blocks").choose(blocks, shared.SAMPLED_BLOCKS).tolist())
 
 
 def kernel_counts(values, lo, hi, bins) -> np.ndarray:
@@ -128,7 +126,7 @@ def block_rows(values, lo, hi, bins, cuts, weights) -> tuple:
     cuts : list of (int, int)
         The checked cells' rows.
     weights : numpy.ndarray
-        The fingerprint's weights (:func:`pipelines.histogram.shared.fingerprint_weights`).
+        The fingerprint's weights (:func:`daskgpu.verification.fingerprint_weights`).
 
     Returns
     -------
@@ -148,7 +146,7 @@ def block_rows(values, lo, hi, bins, cuts, weights) -> tuple:
         at = stop
     if at < values.shape[0]:
         row += kernel_counts(values[at:], lo, hi, bins)
-    line = np.array([row[:bins].sum(), row[bins], shared.fingerprint(row, weights)],
+    line = np.array([row[:bins].sum(), row[bins], fingerprint(row, weights)],
                     dtype=np.int64)
     return row[None], line, np.array(cells, dtype=np.int64).reshape(len(cuts), bins + 1)
 
@@ -236,30 +234,6 @@ def result(part, sampled: list[int]) -> dict:
             "states": np.concatenate(states)}
 
 
-def checked_cells(shapes, seed: int, extremes) -> dict[int, list[tuple[int, int]]]:
-    """The cells the run bins apart, by block number: ``(first, stop)`` rows of each.
-
-    A seeded sample of all the blocks' cells (numbered block by block; ``shapes``: the blocks',
-    in row-major order) sized by :func:`daskgpu.toolkit.spot_checks.sample_size`, and the cells
-    holding the ``extremes`` (``((block, index), (block, index))``, or None).
-    """
-    steps = [shared.slab_rows(shape) for shape in shapes]
-    firsts = np.concatenate([[0], np.cumsum([shared.slabs(shape) for shape in shapes])])
-    population = int(firsts[-1])
-    chosen = set(spot_checks.seeded_sample(
-        population, spot_checks.sample_size(population), seed).tolist())
-    for number, index in extremes or ():
-        row = int(np.unravel_index(index, shapes[number])[0]) if shapes[number] else 0
-        chosen.add(int(firsts[number]) + row // steps[number])
-    cuts: dict[int, list[tuple[int, int]]] = {}
-    for cell in sorted(chosen):
-        number = int(np.searchsorted(firsts, cell, side="right")) - 1
-        first = (cell - int(firsts[number])) * steps[number]
-        rows = shapes[number][0] if shapes[number] else 1
-        cuts.setdefault(number, []).append((first, min(first + steps[number], rows)))
-    return cuts
-
-
 # The tree adding the blocks' rows: at most this many bytes of rows in a step, at most
 # MAX_FAN_IN parts (every level is a round trip between workers: keep it flat).
 STEP_BYTES = 256 * 2**20
@@ -267,7 +241,7 @@ MAX_FAN_IN = 64
 
 
 def histograms(data: da.Array, lo: float, hi: float, bins: int,
-               sampled: list[tuple[int, ...]], cuts: dict, weights: np.ndarray,
+               sampled: tuple[int, ...], cuts: dict, weights: np.ndarray,
                drawn: dict | None = None):
     """The lazy raw result: the rows, the blocks' lines, the checked cells' rows and states.
 
@@ -289,7 +263,7 @@ def histograms(data: da.Array, lo: float, hi: float, bins: int,
         else:
             parts.append(dask.delayed(given_block_rows, pure=True)(
                 blocks[number], lo, hi, bins, block_cuts, weights))
-    flat = [int(np.ravel_multi_index(loc, grid)) for loc in sampled]
+    flat = list(sampled)
     fan_in = max(2, min(MAX_FAN_IN, STEP_BYTES // (8 * (bins + 1))))
     first = True
     while first or len(parts) > 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import dataclasses
 import json
 import math
 import mmap
@@ -18,7 +19,9 @@ import daskgpu
 from daskgpu.data import array_input, synthetic
 from daskgpu.errors import InputFileError, ParameterError
 from daskgpu.toolkit.backends import Backend
+from daskgpu.verification import FALSE_ALARM, fingerprint, fingerprint_weights
 from pipelines.histogram import check as histogram_check
+from pipelines.histogram import check_replay as histogram_replay
 from pipelines.histogram import pipeline as histogram_pipeline
 from pipelines.histogram import shared as histogram_shared
 from pipelines.histogram import tasks as histogram_tasks
@@ -114,7 +117,7 @@ def test_a_wrong_kernel_count_in_a_sampled_block_is_named(cpu_client):
     planted = dict(raw, histograms=raw["histograms"].copy())
     planted["histograms"][-1, 4] += 1  # the last sampled block's own counts
     check = _verify(cpu_client, spec, workload, planted)
-    block = int(np.ravel_multi_index(workload.context["sampled"][-1], (5,)))
+    block = workload.context.sampled[-1]
     assert not check.ok
     assert f"block {block}: bin 4: " in check.detail and "by the kernel" in check.detail
 
@@ -134,7 +137,8 @@ def test_a_wrong_count_in_a_checked_cell_is_named_at_the_fast_depth(cpu_client):
 def test_a_wrong_default_range_is_caught(cpu_client, depth, distribution):
     spec, workload, raw = _computed(cpu_client, values=20_000, chunks="4000", bins=10, seed=2,
                                     distribution=distribution)
-    workload.context["lo"] -= 0.01  # as if the first pass had found a smaller minimum
+    # as if the first pass had found a smaller minimum
+    workload.context = dataclasses.replace(workload.context, lo=workload.context.lo - 0.01)
     check = _verify(cpu_client, spec, workload, raw, depth)
     assert not check.ok and "range: " in check.detail and "finite min and max" in check.detail
 
@@ -184,7 +188,7 @@ def test_a_tampered_output_file_is_caught(cpu_client, tmp_path, depth):
             (".npz", lambda t: _tamper_npz(t, nan=lambda _: np.zeros(1)), "holds ['counts', "
              "'edges', 'nan'], counts and edges expected")):
         target = tmp_path / f"h{suffix}"
-        workload.context["output"] = str(target)
+        workload.context = dataclasses.replace(workload.context, output=str(target))
         target.unlink(missing_ok=True)
         workload.save(workload, workload.present(workload, raw), str(target))
         assert _verify(cpu_client, spec, workload, raw, depth).ok
@@ -205,8 +209,9 @@ def test_blocks_drawn_in_runs_are_the_librarys_and_their_cells_are_drawn_again(d
         dtype=dtype)
     ctx = workload.context
     library = synthetic.random_array((300_001,), (100_000,), dtype, 7, CPU2, distribution)
-    cells = histogram_check._checked_cells(ctx)
-    assert len(cells) >= len(histogram_check._fast_cells(ctx)[1]) > 10
+    plan = ctx.cell_plan()
+    cells = [ctx.cell_rows(cell) for cell in plan]
+    assert len(cells) >= plan.sampled > 10
     states, blocks = [], []
     for number, count in enumerate((100_000, 100_000, 100_000, 1)):
         firsts = [first for block, first, _ in cells if block == number]
@@ -214,9 +219,9 @@ def test_blocks_drawn_in_runs_are_the_librarys_and_their_cells_are_drawn_again(d
         np.testing.assert_array_equal(values, library.blocks[number].compute(scheduler="sync"))
         states.append(noted)
         blocks.append(values)
-    raw = {"states": np.concatenate(states)}
-    for (block, first, stop), drawn in zip(cells, histogram_check._cell_values(ctx, raw, cells),
-                                           strict=True):
+    for cell, (block, first, stop), words in zip(plan, cells, np.concatenate(states),
+                                                 strict=True):
+        drawn = histogram_replay.cell_values(ctx, cell, words)
         np.testing.assert_array_equal(drawn, blocks[block][first:stop])
 
 
@@ -241,10 +246,10 @@ def test_the_rows_are_added_by_a_tree_that_keeps_the_sampled_blocks_rows(monkeyp
     assert len(steps) == 4 + 2 + 1
     values = synthetic.random_array((100_000,), (10_000,), "float64", 3, CPU2).compute(
         scheduler="sync")
-    lo, hi = workload.context["lo"], workload.context["hi"]
+    lo, hi = workload.context.lo, workload.context.hi
     np.testing.assert_array_equal(raw["histograms"][0, :8], np.histogram(values, 8, (lo, hi))[0])
-    for row, location in zip(raw["histograms"][1:], workload.context["sampled"], strict=True):
-        block = values[location[0] * 10_000:(location[0] + 1) * 10_000]
+    for row, number in zip(raw["histograms"][1:], workload.context.sampled, strict=True):
+        block = values[number * 10_000:(number + 1) * 10_000]
         np.testing.assert_array_equal(row[:8], np.histogram(block, 8, (lo, hi))[0])
     assert raw["blocks"][:, 0].tolist() == [10_000] * 10
 
@@ -265,15 +270,14 @@ def test_more_bins_than_a_cell_fills_checks_whole_blocks(cpu_client, depth):
 
 
 def test_fingerprints_add_up_and_tell_rows_apart():
-    weights = histogram_shared.fingerprint_weights(257, 11)
+    weights = fingerprint_weights(257, 11)
     assert len(set(weights.tolist())) == 257 and all(w % 2 for w in weights.tolist())
     rng = np.random.default_rng(0)
     a, b = rng.integers(0, 10**6, 257), rng.integers(0, 10**6, 257)
-    added = histogram_shared.fingerprint(a, weights) + histogram_shared.fingerprint(b, weights)
-    assert added % 2**64 == histogram_shared.fingerprint(a + b, weights) % 2**64
+    added = fingerprint(a, weights) + fingerprint(b, weights)
+    assert added % 2**64 == fingerprint(a + b, weights) % 2**64
     for moved in (a[::-1], np.roll(a, 1), a + np.eye(257, dtype=a.dtype)[3]):
-        assert histogram_shared.fingerprint(moved, weights) != histogram_shared.fingerprint(
-            a, weights)
+        assert fingerprint(moved, weights) != fingerprint(a, weights)
 
 
 @pytest.mark.parametrize("distribution", ["uniform", "normal"])
@@ -281,7 +285,7 @@ def test_fingerprints_add_up_and_tell_rows_apart():
 def test_chi_square_passes_correct_histograms_and_fails_moved_bins(distribution, dtype):
     rng = np.random.default_rng(11)
     draw = rng.random if distribution == "uniform" else rng.standard_normal
-    threshold = math.log(histogram_check.FALSE_ALARM)
+    threshold = math.log(FALSE_ALARM)
     # an asymmetric range first: there, reversed or shifted bins do not fit the distribution
     asymmetric = (-0.2, 0.9) if distribution == "uniform" else (-0.5, 2.0)
     for bins, (lo, hi), open_tails in [(40, asymmetric, False), (7, (-0.3, 0.6), False),
@@ -500,25 +504,22 @@ def test_gpu_branch_bins_a_seeded_sample_of_blocks_with_the_named_library(cupy_s
         binned = len(calls)
         altered = spec.check(workload, spec.mutations[0].alter(copy.deepcopy(raw)), "fast")
         values = np.concatenate([block.get() for block in dask.compute(
-            *workload.context["data"].to_delayed().ravel())])
+            *synthetic.random_array((60_000,), (5_000,), "float64", 2, device).to_delayed())])
     assert raw["cells"].shape == (0, 17) and raw["states"].shape == (0, 6)
     assert check.ok, check.detail
-    edges = workload.context["edges"]  # the NumPy branch's counts of the values drawn
+    edges = workload.context.edges  # the NumPy branch's counts of the values drawn
     np.testing.assert_array_equal(workload.present(workload, raw)["counts"],
                                   np.histogram(values, bins=edges)[0])
-    sampled = histogram_check._fast_blocks(workload.context)[1]
-    extremes = {block for block, _ in workload.context["extremes"]}
-    assert binned == len(set(sampled) | extremes) >= len(sampled) == 11
-    assert f"{len(sampled)} of 12 blocks checked again" in check.detail, check.detail
+    plan = histogram_check.block_plan(workload.context, "fast")
+    extremes = {block for block, _ in workload.context.extremes}
+    assert binned == len(set(plan.parts) | extremes) >= plan.sampled == 11
+    assert f"{plan.sampled} of 12 blocks checked again" in check.detail, check.detail
     assert not altered.ok and "bin" in altered.detail
     assert len(cupy_stand_in.seeds) >= 12  # the blocks drawn with integer seeds, as by CuPy
     values = np.array([0.5, np.nan, 0.25, 1.0])
-    binning = (0.0, 1.0, np.linspace(0, 1, 5))
-    line, picked = histogram_check.block_line(cupy_stand_in.asarray(values), binning,
-                                              np.ones(5, np.uint64), "cupy", [3])
-    assert (line, picked) == histogram_check.block_line(values, binning, np.ones(5, np.uint64),
-                                                        "numpy", [3])
-    assert line[:2] == [3, 1] and picked == [1.0]
+    row = histogram_replay.counted(cupy_stand_in.asarray(values), 0.0, 1.0, 4, "cupy")
+    assert row.tolist() == histogram_replay.counted(values, 0.0, 1.0, 4).tolist()
+    assert row.tolist() == [0, 1, 1, 1, 1]  # three in the bins, 1.0 in the last; one NaN
 
 
 @pytest.mark.gpu
@@ -614,6 +615,30 @@ def test_blocks_drawn_from_another_stream_fail_both_depths(faulty_run, monkeypat
     expected = "numpy.histogram" if distribution == "uniform" else "not on this block's stream"
     assert not checks["fast"].ok and expected in checks["fast"].detail, checks["fast"].detail
     assert not checks["full"].ok and "bin " in checks["full"].detail, checks["full"].detail
+
+
+# One block of the eight: a random one (not the first), and the last. A block holds an eighth
+# of the cells, so the fast depth's sample (a tenth caught at 99.9 %) finds it; full bins all.
+ONE_BLOCK = {"random": int(np.random.default_rng(12).integers(1, 7)), "last": 7}
+
+
+@pytest.mark.parametrize("where", sorted(ONE_BLOCK))
+def test_one_block_binned_too_wide_fails_both_depths(faulty_run, monkeypatch, where):
+    """One block is binned with a width 0.1 % too large: fast names its cells, full its line."""
+    block, original = ONE_BLOCK[where], histogram_tasks.drawn_block_rows
+
+    def wide(seed, number, count, dtype, distribution, lo, hi, *rest):
+        if number == block:
+            hi = hi + 0.001 * (hi - lo)
+        return original(seed, number, count, dtype, distribution, lo, hi, *rest)
+
+    monkeypatch.setattr(histogram_tasks, "drawn_block_rows", wide)
+    checks = faulty_run()
+    fast, full = checks["fast"], checks["full"]
+    assert not fast.ok and f"(block {block}, rows " in fast.detail, fast.detail
+    assert "by the kernel, numpy.histogram" in fast.detail, fast.detail
+    assert not full.ok and f"block {block}: its bin counts' total, NaN and fingerprint" in (
+        full.detail) and "by the kernel" in full.detail, full.detail
 
 
 def test_an_input_binned_with_a_shifted_range_fails_both_depths(faulty_run, monkeypatch,
