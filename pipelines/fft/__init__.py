@@ -6,9 +6,11 @@
 - ``stages.py``: the graph stage by stage, and the staged run that times each stage.
 - ``tasks.py``: what runs on the workers: the input drawn or read, the transforms, the transpose's
   pieces.
-- ``shared.py``: what the run and its check both use: the input's scheme, the sampled cells.
-- ``check.py``: the verification (Parseval, DFT sums, planted peaks) and its mutations.
-- ``check_recompute.py``: the check's own recomputation of the input and of DFT sums.
+- ``shared.py``: what the run and its check both use: the check's context, the input's scheme,
+  the sampled cells, the certified projection.
+- ``check.py``: the check, declared (Parseval, the certificates, DFT sums, planted peaks);
+  ``check_mutations.py`` the wrong results it must catch; ``check_replay.py`` its own
+  recomputation of the input's rows and of DFT sums.
 
 Importing this package imports nothing: a worker that unpickles one of its tasks imports it
 first.

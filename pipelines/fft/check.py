@@ -1,353 +1,365 @@
-"""Independent verification of fft-pipeline's result (:func:`verify`) and its mutations.
+"""fft-pipeline's check, declared on :mod:`daskgpu.verification`.
 
-What the check establishes about the spectrum X of the n x q input x (N = n q points):
-
-- Parseval's identity: the spectrum's sum of squares (rfft2's half counted twice where it
-  stands for its mirror image) equals N sum |x|^2 (forward) or sum |x|^2 / N (inverse;
-  for irfft2 the half spectrum's squares weighted so, its Hermitian part in columns 0, q/2),
-  where sum |x|^2 is summed here in a separate pass over the input, drawn again (or re-read)
-  on the workers.
-- Sampled cells: X at one seeded cell in every column block of the spectrum, and a few more,
-  equals the DFT sum over the whole input, sum_rc x_rc exp(-+2 pi i (u r / n + v c / q)),
-  computed here as products with exponentials in float64 (no FFT).
-- For generated data: every planted sinusoid shows as a peak at its frequency with its
-  amplitude and phase (N A e^(i phi), half of it for a cosine, A e^(i phi) at the negated
-  frequency for the inverse), and no other reported cell stands above the noise. For an input:
-  the largest reported cells (the reported maximum among them) equal their DFT sums.
-
-Tolerances: the FFT's norm-wise rounding error, about log2(N) * 6u relative for N
-points in the transform's type (u its unit roundoff; Higham, *Accuracy and Stability of
-Numerical Algorithms*, 2nd ed., section 24.1), with a safety factor; a sampled cell may be off
-by that much of the spectrum's norm, plus the float64 error of the DFT sum; a peak, by ten
-standard deviations of the noise's transform on top.
-
-That is depth full. Depth fast draws the input again only at a seeded sample of its rows (an
-input file is re-read whole) and otherwise reads the certificates the run computed beside its
-answer (:mod:`pipelines.fft.check_fast`): the same Parseval identity, sampled cells and peaks,
-from the input's certified squares and products, and the spectrum's projection X s against
-W (x W s) at a seeded sample of its rows.
-
-It shares no code with the computation (:mod:`pipelines.fft.tasks`, ``numpy.fft``/``cupy.fft``,
-:mod:`daskgpu.data.array_input`): it draws and reads the input its own way
-(:mod:`pipelines.fft.check_recompute`) and takes from
-:mod:`pipelines.fft.shared` only the seeds, the planted sinusoids, the sampled cells and the
-projection's weights (and their transform in closed form).
+Of the spectrum X of the n x q input x (N = n q points), both depths check the result's shapes
+and totals; the run's certificates of the input's rows (x_r b, b = W s in closed form; the row's
+transform at the sampled cells' columns; sum |x_r|^2) against the rows drawn again or re-read
+(:mod:`pipelines.fft.check_replay`); Parseval's identity; the sampled and largest reported cells
+against their DFT sums; X s against W (x b), W applied directly; the planted peaks. ``fast``
+samples the input's rows (a file's: all) and the spectrum's, the input's sums taken from the
+certificates; ``full`` takes every sum from every row again, X s of each column block apart.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from daskgpu.toolkit.registry import Mutation, Verification, Workload
-from pipelines.fft import check_fast, shared
-from pipelines.fft.check_recompute import recompute
+from daskgpu.verification import (
+    FALSE_ALARM,
+    Check,
+    Plan,
+    Sampler,
+    Unreadable,
+    differences,
+    rounding,
+    sigmas,
+    tolerance,
+)
+from daskgpu.verification.bounds import share
+from pipelines.fft import check_replay, shared
+from pipelines.fft.check_mutations import MUTATIONS
+from pipelines.fft.shared import FFTContext
 
-SAFETY = 2.0
-EPS64 = float(np.finfo(np.float64).eps)
-TINY = float(np.finfo(np.float64).tiny)
-NOISE_SIGMAS = 10.0  # a peak, or a cell that is not one, may stand this far from its value
-CHECKED_PEAKS = 3  # an input's largest reported cells recomputed as DFT sums
+# An input's largest reported cells recomputed as DFT sums at fast (full: every one).
+CHECKED_PEAKS = 3
 
 
-def verify(workload: Workload, raw, depth: str = "full") -> Verification:
-    """Parseval's identity, sampled DFT cells and the planted peaks (see the module).
+@dataclass
+class Reported:
+    """What the check reads of a run; ``replayed``: its recomputation of the input, by depth."""
 
-    ``depth="fast"``: from the run's certificates, the input drawn again at sampled rows.
-    """
+    squares: np.ndarray
+    total: float
+    peaks: tuple[np.ndarray, np.ndarray, np.ndarray]
+    samples: np.ndarray
+    col_chunks: np.ndarray
+    parts: np.ndarray
+    lines: np.ndarray
+    replayed: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Again:
+    """The plan's input rows recomputed (:func:`replayed`), and the input's sums to use."""
+
+    plan: Plan
+    peaks: tuple  # the reported cells checked as DFT sums (their columns after the cells')
+    reach: np.ndarray  # the columns' sums of moduli
+    sums: np.ndarray  # the products the spectrum is checked against (the check's own, or run's)
+    total: float  # the input's sum of |x|^2 as the result sees it
+    rows: np.ndarray
+    products: np.ndarray
+    squares: np.ndarray
+    bound: np.ndarray
+    hermitian: np.ndarray | None = None
+
+
+def read(workload, raw) -> Reported:
+    """The run's summaries and certificates, or why there is nothing to check."""
     result = raw.get("result") if isinstance(raw, dict) else None
     if not isinstance(result, dict) or "column_squares" not in result:
-        return Verification(False, f"result {type(raw).__name__} carries no per-block material")
-    ctx = workload.context
-    failure = _check_shapes(ctx, result) or _check_totals(result)
-    if failure:
-        return Verification(False, failure)
-    if depth == "fast":
-        return _verify_fast(ctx, raw, result)
-    peaks = _largest_reported(result)[:2] if ctx["source"] is not None else ([], [])
-    again = recompute(ctx, peaks)
-    checks = [_check_parseval, _check_samples]
-    checks.append(_check_peaks if ctx["source"] is None else _check_largest)
-    for check in checks:
-        failure = check(ctx, result, again)
-        if failure:
-            return Verification(False, failure)
-    n, m = ctx["n"], ctx["m"]
-    return Verification(True, (
-        f"Parseval's identity holds for the {n} x {m} spectrum against the input's sum of "
-        f"squares taken apart; {len(result['samples'])} sampled cells agree with DFT sums over "
-        f"the input within the rounding bound of {ctx['dtype']}"
-        f"{_peaks_found(ctx, len(again['peaks']))}"))
+        raise Unreadable(f"result {type(raw).__name__} carries no per-block material")
+    got = {key: np.asarray(value) for key, value in result.items()}
+    return Reported(got["column_squares"], float(result.get("sum_of_squares", math.nan)),
+                    (got.get("peak_rows"), got.get("peak_cols"), got.get("peak_values")),
+                    got.get("samples"), got.get("col_chunks"), got.get("projection_parts"),
+                    np.asarray(raw.get("lines")))
 
 
-def _peaks_found(ctx: dict, checked: int) -> str:
-    if ctx["source"] is None:
-        return (f"; all {len(_planted(ctx)['u'])} planted peaks at their frequencies with their "
-                "amplitudes, nothing else above the noise")
-    return (f"; the {checked} largest reported cells agree with their DFT sums "
-            "(an input has no planted peaks)")
+def units(ctx: FFTContext, plural: bool = True) -> tuple[str, str]:
+    """What the input's rows and the spectrum's rows are, in words (irfft2: both transposed)."""
+    words = (("column{} of the half spectrum", "column{} of the result") if ctx.half_inverse
+             else ("input row{}", "spectrum row{}"))
+    return tuple(word.format("s" if plural else "") for word in words)
 
 
-def _verify_fast(ctx: dict, raw: dict, result: dict) -> Verification:
-    """Depth fast: the run's certificates checked apart (:mod:`pipelines.fft.check_fast`)."""
-    run = check_fast.run_certificates(ctx, raw.get("lines"))
-    if isinstance(run, str):
-        return Verification(False, run)
-    peak_rows, peak_cols, peak_values = (_largest_reported(result) if ctx["source"] is not None
-                                         else ([], [], []))
-    rows = check_fast.rows_to_check(ctx)
-    again = check_fast.rows_again(ctx, rows, check_fast.columns(ctx, peak_cols))
-    failure = check_fast.check_rows(ctx, run, again)
-    if failure:
-        return Verification(False, failure)
-    # the input's side: a file's every row re-read here, or the run's rows, checked above
-    products, squares = ((again["products"], again["squares"]) if ctx["source"] is not None
-                         else run)
-    weights = check_fast.row_weights(ctx)
-    total = check_fast.certified_squares(ctx, squares, again)
-    l1 = (math.fsum((weights * again["bound"][:, 1]).tolist()) if ctx["source"] is not None
-          else math.sqrt(ctx["n"] * ctx["q"] * total))
-    like = {"squares": total, "l1": l1}
-    norm = math.sqrt(max(_spectrum_scale(ctx) * math.fsum((weights * squares).tolist()),
-                         _spectrum_scale(ctx) * total, _weighted_squares(ctx, result)))
-    cells = shared.sampled_cells(ctx["n"], ctx["col_chunks"], ctx["check_seed"])
-    entries = check_fast.entries_to_check(ctx)
-    k = run[0].shape[1]
-    failure = (
-        _check_parseval(ctx, result, like, summed=ctx["n"] + ctx["q"] + 8)
-        or _check_cells(ctx, like, "sampled cell", *cells, result["samples"],
-                        check_fast.dft_of_rows(ctx, cells[0], products[:, 1:k]))
-        or check_fast.check_projection(ctx, result, products, norm * relative_bound(ctx),
-                                       norm, entries)
-        or (_check_peaks(ctx, result, like) if ctx["source"] is None else _check_cells(
-            ctx, like, "reported peak", peak_rows, peak_cols, peak_values,
-            check_fast.dft_of_rows(ctx, peak_rows, products[:, k:]))))
-    if failure:
-        return Verification(False, failure)
-    return Verification(True, (
-        f"Parseval's identity holds for the {ctx['n']} x {ctx['m']} spectrum against the "
-        f"input's certified sum of squares; {len(result['samples'])} sampled cells agree with "
-        f"DFT sums over the input's certified rows within the rounding bound of "
-        f"{ctx['dtype']}; {check_fast.detail(ctx, len(rows), len(entries))}"
-        f"{_peaks_found(ctx, len(peak_rows))}"))
+def row_plan(ctx: FFTContext, depth: str) -> Plan:
+    """The input rows drawn again: a seeded sample at fast; every one at full, or of a file."""
+    if ctx.source is not None:
+        return Plan.every(ctx.rows, units(ctx)[0])
+    return Plan.at(depth, ctx.rows, Sampler(ctx.check_seed, "input rows"), unit=units(ctx)[0])
 
 
-# --------------------------------------------------------------------------- tolerances
+def entry_plan(ctx: FFTContext, depth: str) -> Plan:
+    """The spectrum's rows where X s is checked: a seeded sample at fast, every one at full."""
+    return Plan.at(depth, ctx.n, Sampler(ctx.check_seed, "spectrum rows"), unit=units(ctx)[1])
 
 
-def relative_bound(ctx: dict) -> float:
-    """Norm-wise relative error bound of the run's 2-D FFT in its type."""
-    unit = float(np.finfo(np.dtype(ctx["dtype"])).eps) / 2
-    points = ctx["n"] * ctx["q"]
-    return SAFETY * max(1.0, math.log2(max(points, 2))) * 6 * unit
+def fft_terms(points: int) -> int:
+    """The terms (``n`` of the rounding rule, :mod:`daskgpu.verification.bounds`) of an FFT.
+
+    An FFT of N points reaches each value through ceil(log2 N) butterfly stages; a stage's
+    complex product with a twiddle and sum round it by about 6 u (Higham, *Accuracy and
+    Stability of Numerical Algorithms*, 2nd ed., section 24.1: mu + gamma_4 (sqrt 2 + mu)),
+    counted as 12 terms, twice that, for mixed radices and Bluestein's three transforms at
+    prime lengths. The bound is norm-wise: of the result's 2-norm, which one cell may take.
+    """
+    return 12 * max(1, math.ceil(math.log2(max(points, 2))))
 
 
-def _spectrum_scale(ctx: dict) -> float:
-    """The full spectrum's sum of |X|^2 per unit of the input's sum of |x|^2."""
-    points = float(ctx["n"]) * ctx["q"]
-    return 1.0 / points if ctx["inverse"] else points
+def relative(ctx: FFTContext) -> float:
+    """The norm-wise relative rounding bound of the run's 2-D FFT in its type."""
+    return rounding(fft_terms(ctx.points), ctx.dtype)
 
 
-def _noise_bound(ctx: dict) -> float:
-    """Ten standard deviations of one cell of the noise's transform."""
-    sigma = shared.noise_sigma(ctx["real"])
-    root = math.sqrt(ctx["n"] * ctx["q"])
-    return NOISE_SIGMAS * (sigma / root if ctx["inverse"] else sigma * root)
+def value_distance(ctx: FFTContext) -> float:
+    """How far the run's drawn input may lie from the check's, element by element.
+
+    Each side sums the sinusoids and the noise in its own order (a wave's phase, exponential
+    and products: 16 roundings of their total) and rounds once to the value type.
+    """
+    if ctx.source is not None:
+        return 0.0
+    total = float(np.sum(ctx.planted()["amplitude"])) + 2 * shared.NOISE
+    part = shared.REAL_OF[ctx.dtype]
+    return tolerance(total, 16) + tolerance(total, 1, part, check_dtype=part)
 
 
-# --------------------------------------------------------------------------- checks
+def cell_tolerance(ctx: FFTContext, squares: float) -> float:
+    """How far a reported cell may lie from its DFT sum (``squares``: the input's sum |x|^2).
+
+    The FFT's norm-wise bound of the spectrum's norm; the DFT sum's float64 rounding, q products
+    along a row and n rows, of magnitude sum |x| <= sqrt(N sum |x|^2) (over N for the inverse).
+    """
+    magnitude = math.sqrt(ctx.points * squares) * (1 / ctx.points if ctx.inverse else 1)
+    return relative(ctx) * math.sqrt(ctx.scale * squares) + rounding(ctx.n + ctx.q) * magnitude
 
 
-def _check_shapes(ctx: dict, result: dict) -> str | None:
-    cells = shared.sampled_cells(ctx["n"], ctx["col_chunks"], ctx["check_seed"])[0]
-    expected = {"column_squares": (ctx["m"],), "samples": (len(cells),),
-                "col_chunks": (len(ctx["col_chunks"]),)}
-    for key, shape in expected.items():
-        got = np.shape(result.get(key))
-        if got != shape:
-            return (f"{key}: shape {got} for a {ctx['n']} x {ctx['m']} spectrum, {shape} "
-                    "expected (a block dropped or counted twice)")
-    if tuple(result["col_chunks"]) != tuple(ctx["col_chunks"]):
-        return f"col_chunks {tuple(result['col_chunks'])}: not the spectrum's column blocks"
-    rows, cols = np.asarray(result["peak_rows"]), np.asarray(result["peak_cols"])
-    if not (rows.shape == cols.shape == np.shape(result["peak_values"])):
-        return "peak rows, columns and values differ in length"
-    if rows.size and (rows.min() < 0 or rows.max() >= ctx["n"] or cols.min() < 0
-                      or cols.max() >= ctx["m"]):
-        return "a reported peak lies outside the spectrum"
-    return None
+def noise_bound(ctx: FFTContext) -> float:
+    """How far the noise may move one cell of generated data's transform.
+
+    A sum of N independent uniform terms: near normal, of spread at most sigma sqrt(N) in any
+    direction (over N for the inverse); the false alarm shared by all N cells.
+    """
+    spread = shared.noise_sigma(ctx.real) * math.sqrt(ctx.points)
+    return sigmas(share(FALSE_ALARM, ctx.points)) * spread / (ctx.points if ctx.inverse else 1)
 
 
-def _check_totals(result: dict) -> str | None:
-    squares = np.asarray(result["column_squares"], dtype=np.float64)
-    if not (squares >= 0).all():
-        return "a column's sum of squares is negative or NaN"
-    total = math.fsum(squares.tolist())
-    if not abs(result["sum_of_squares"] - total) <= (len(squares) + 2) * EPS64 * total + TINY:
-        return (f"sum of squares {result['sum_of_squares']!r} is not the total of its "
-                f"columns', {total!r}")
-    return None
+def replayed(ctx: FFTContext, r: Reported, depth: str) -> Again:
+    """The plan's input rows drawn again or re-read, and their products (made once a depth).
+
+    Cells checked as DFT sums: every reported one at full; at fast an input's largest. The
+    spectrum is checked against the check's own sums where it has every row, else the run's.
+    """
+    if depth not in r.replayed:
+        rows, cols, values = r.peaks
+        picked = (np.arange(len(values)) if depth == "full" else
+                  np.argsort(-np.abs(values), kind="stable")[:CHECKED_PEAKS if ctx.source else 0])
+        peaks = rows[picked].astype(np.int64), cols[picked].astype(np.int64), values[picked]
+        plan, (run, squares) = row_plan(ctx, depth), certified(ctx, r)
+        across = check_replay.columns(ctx, np.concatenate([ctx.cells()[1], peaks[1]]),
+                                      blocks=depth == "full")
+        again = check_replay.rows_again(ctx, np.asarray(plan.parts, np.int64), across)
+        if plan.complete:
+            run, squares = again["products"], again["squares"]
+            if ctx.half_inverse:  # what the result sees of columns 0 and n/2: Hermitian parts
+                squares = np.where(ctx.row_weights() == 1, again["hermitian"], squares)
+        total = math.fsum((ctx.row_weights() * squares).tolist())
+        r.replayed[depth] = Again(plan, peaks, np.abs(across).sum(axis=0), run, total, **again)
+    return r.replayed[depth]
 
 
-def _weighted_squares(ctx: dict, result: dict) -> float:
-    """The full spectrum's sum of squares from the reported columns' (rfft2's weighted)."""
-    weights = shared.column_weights(ctx["q"], ctx["m"], ctx["real"])
-    return math.fsum((weights * np.asarray(result["column_squares"])).tolist())
+def certified(ctx: FFTContext, r: Reported) -> tuple[np.ndarray, np.ndarray]:
+    """The run's certificates: products (rows, 1 + sampled cells) and squares (rows,)."""
+    k = 1 + len(ctx.cells()[1])
+    lines = np.asarray(r.lines, dtype=np.float64)
+    return lines[:, :k] + 1j * lines[:, k:2 * k], lines[:, 2 * k]
 
 
-def _check_parseval(ctx: dict, result: dict, again: dict, summed: int = 0) -> str | None:
-    """``summed``: terms of the input's sums of squares summed in order (their rounding)."""
-    got = _weighted_squares(ctx, result)
-    expected = _spectrum_scale(ctx) * again["squares"]
-    rel = relative_bound(ctx)
-    summing = (math.log2(max(2, ctx["n"] * ctx["q"])) + 4 + summed) * EPS64
-    tolerance = (2 * rel + rel * rel + 2 * summing) * expected + TINY
-    if not abs(got - expected) <= tolerance:
-        return (f"Parseval's identity fails: the spectrum's sum of squares is {got:.15g}, the "
-                f"input's gives {expected:.15g} (off by {abs(got - expected):.3g}, bound "
-                f"{tolerance:.3g})")
-    return None
+def cells_differ(ctx: FFTContext, what: str, cells: tuple, got, expected,
+                 squares: float) -> str | None:
+    """Where reported cells first differ from their DFT sums over the input; None if nowhere."""
+    rows, cols = cells
+    at = "{} x[{c}, {r}]" if ctx.half_inverse else "{} X[{r}, {c}]"  # irfft2: its x, transposed
+    return differences(got, expected, what=what, unit=f"{what}s",
+                       label=lambda i: at.format(what, r=rows[i], c=cols[i]),
+                       tolerance=cell_tolerance(ctx, squares),
+                       expected_as="{} as a DFT sum over the input")
 
 
-def _cell_tolerance(ctx: dict, again: dict) -> float:
-    norm = math.sqrt(_spectrum_scale(ctx) * again["squares"])
-    scale = 1.0 / (ctx["n"] * ctx["q"]) if ctx["inverse"] else 1.0
-    sums = 4 * max(ctx["n"], ctx["q"]) + 8
-    return relative_bound(ctx) * norm + sums * EPS64 * again["l1"] * scale + TINY
+def shapes(ctx: FFTContext, r: Reported, verdict) -> None:
+    """The result fills the spectrum, and the certificates the input's rows and column blocks."""
+    cells, blocks, width = len(ctx.cells()[0]), len(ctx.col_chunks), 3 + 2 * len(ctx.cells()[0])
+    for name, got, shape in (("column_squares", r.squares, (ctx.m,)),
+                             ("samples", r.samples, (cells,)),
+                             ("col_chunks", r.col_chunks, (blocks,))):
+        if not verdict.require(np.shape(got) == shape, (
+                f"{name}: shape {np.shape(got)} for a {ctx.n} x {ctx.m} spectrum, {shape} "
+                "expected (a block dropped or counted twice)")):
+            return
+    rows, cols, values = (np.asarray(p) for p in r.peaks)
+    for fits, problem in (
+            (tuple(r.col_chunks) == ctx.col_chunks,
+             f"col_chunks {tuple(r.col_chunks)}: not the spectrum's column blocks"),
+            (rows.shape == cols.shape == values.shape,
+             "peak rows, columns and values differ in length"),
+            (not rows.size or (rows.min() >= 0 and rows.max() < ctx.n and cols.min() >= 0
+                               and cols.max() < ctx.m),
+             "a reported peak lies outside the spectrum"),
+            (r.lines.shape == (ctx.rows, width),
+             f"the input's certificates are shaped {r.lines.shape}, not one of width {width} "
+             f"for each of its {ctx.rows} rows (a block dropped or counted twice)"),
+            (np.shape(r.parts) == (blocks, ctx.n),
+             f"projection parts shaped {np.shape(r.parts)}: not one vector of {ctx.n} for each "
+             f"of {blocks} column blocks")):
+        if not verdict.require(bool(fits), problem):
+            return
 
 
-def _check_samples(ctx: dict, result: dict, again: dict) -> str | None:
-    rows, cols = shared.sampled_cells(ctx["n"], ctx["col_chunks"], ctx["check_seed"])
-    return _check_cells(ctx, again, "sampled cell", rows, cols, result["samples"],
-                        again["cells"])
+def totals(ctx: FFTContext, r: Reported, verdict) -> None:
+    """The columns' sums of squares are not negative, and add up to the reported total."""
+    squares = np.asarray(r.squares, dtype=np.float64)
+    if verdict.require(bool((squares >= 0).all()), "a column's sum of squares is negative or NaN"):
+        total = math.fsum(squares.tolist())
+        verdict.require(abs(r.total - total) <= tolerance(total, squares.size), (
+            f"sum of squares {r.total!r} is not the total of its columns', {total!r}"))
 
 
-def _largest_reported(result: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows, columns and values of the largest reported cells (the reported maximum first)."""
-    values = np.asarray(result["peak_values"])
-    picked = np.argsort(-np.abs(values), kind="stable")[:CHECKED_PEAKS]
-    return (np.asarray(result["peak_rows"], np.int64)[picked],
-            np.asarray(result["peak_cols"], np.int64)[picked], values[picked])
+def input_rows(ctx: FFTContext, r: Reported, verdict) -> None:
+    """The run's certificates of the plan's input rows are theirs, drawn again or re-read.
+
+    Within the float64 sums' rounding and how far two draws may lie apart; a row's transform
+    also within its FFT's norm-wise bound.
+    """
+    again, (run, squares) = replayed(ctx, r, verdict.depth), certified(ctx, r)
+    k, q, delta = run.shape[1], ctx.q, value_distance(ctx)
+    name, how = units(ctx, plural=False)[0], "re-read" if ctx.source else "drawn again"
+    limit = delta * again.reach[:k] + tolerance(1.0, q + 2) * again.bound[:, :k]
+    limit[:, 1:] += rounding(fft_terms(q), ctx.dtype) * np.sqrt(q * again.squares)[:, None]
+
+    def label(i: int) -> str:
+        row, j = divmod(i, k)
+        what = "x b" if j == 0 else f"its transform at sampled cell {j - 1}'s column"
+        return f"{name} {again.rows[row]}, {what}"
+
+    if not verdict.note(differences(
+            run[again.rows], again.products[:, :k], what=name, tolerance=limit, label=label,
+            unit="certified values", reported_as="{} certified", expected_as=how + " {}")):
+        return
+    mine = again.squares
+    limit = 2 * delta * np.sqrt(q * mine) + q * delta * delta + tolerance(1.0, q) * mine
+    if verdict.note(differences(
+            squares[again.rows], mine, what=name, tolerance=limit, form=".15g",
+            label=lambda i: f"{name} {again.rows[i]}, its sum of squares",
+            reported_as="{} certified", expected_as=how + " {}")):
+        verdict.establish(f"the run's certificates of the input match it {how}: "
+                          f"{again.plan.promise}")
 
 
-def _check_largest(ctx: dict, result: dict, again: dict) -> str | None:
-    rows, cols, got = _largest_reported(result)
-    return _check_cells(ctx, again, "reported peak", rows, cols, got, again["peaks"])
+def parseval(ctx: FFTContext, r: Reported, verdict) -> None:
+    """The spectrum's sum of squares against the input's (Parseval's identity)."""
+    again, weights = replayed(ctx, r, verdict.depth), shared.column_weights(ctx.q, ctx.m, ctx.real)
+    got = math.fsum((weights * np.asarray(r.squares, np.float64)).tolist())  # rfft2's weighted
+    expected = ctx.scale * again.total
+    rel = relative(ctx)
+    limit = (2 * rel + rel * rel) * expected + tolerance(expected, ctx.points)
+    whose = "" if again.plan.complete else "certified "
+    if verdict.require(abs(got - expected) <= limit, (
+            f"Parseval's identity fails: the spectrum's sum of squares is {got:.15g}, the "
+            f"input's gives {expected:.15g} (off by {abs(got - expected):.3g}, bound "
+            f"{limit:.3g})")):
+        verdict.establish(f"Parseval's identity holds for the {ctx.n} x {ctx.m} spectrum "
+                          f"against the input's {whose}sum of squares")
 
 
-def _check_cells(ctx: dict, again: dict, what: str, rows, cols, got, expected) -> str | None:
-    """The first of the cells whose reported value is off its DFT sum, in one line."""
-    tolerance = _cell_tolerance(ctx, again)
-    for s, (value, sum_) in enumerate(zip(got, expected, strict=True)):
-        # irfft2's cells are of its real result x, held transposed
-        cell = (f"x[{cols[s]}, {rows[s]}]" if ctx.get("half_inverse") else
-                f"X[{rows[s]}, {cols[s]}]")
-        if not abs(value - sum_) <= tolerance:
-            return (f"{what} {cell}: {value:.10g} reported, {sum_:.10g} as "
-                    f"a DFT sum over the input (off by {abs(value - sum_):.3g}, bound "
-                    f"{tolerance:.3g})")
-    return None
+def dft_cells(ctx: FFTContext, r: Reported, verdict) -> None:
+    """The sampled cells, and the reported cells checked, are their DFT sums over the input."""
+    again, (rows, cols) = replayed(ctx, r, verdict.depth), ctx.cells()
+    k, whose = 1 + len(cols), "" if again.plan.complete else "certified "
+    expected = check_replay.dft_of_rows(ctx, rows, again.sums[:, 1:k])
+    if not verdict.note(cells_differ(ctx, "sampled cell", (rows, cols), r.samples, expected,
+                                     again.total)):
+        return
+    verdict.establish(f"{len(rows)} sampled cells agree with DFT sums over the input's "
+                      f"{whose}rows within the rounding bound of {ctx.dtype}")
+    rows, cols, values = again.peaks
+    if not len(rows):
+        return
+    expected = check_replay.dft_of_rows(ctx, rows, again.products[:, k:k + len(rows)])
+    if verdict.note(cells_differ(ctx, "reported peak", (rows, cols), values, expected,
+                                 again.total)):
+        every = f", and so do all {len(rows)}" if verdict.depth == "full" else ""
+        verdict.establish(f"the {min(CHECKED_PEAKS, len(rows))} largest reported cells agree "
+                          f"with their DFT sums{every}"
+                          + (" (an input has no planted peaks)" if ctx.source else ""))
 
 
-def _planted(ctx: dict) -> dict:
-    return shared.signal(ctx["seed"], ctx["n"], ctx["real"], ctx["q"])
+def projection(ctx: FFTContext, r: Reported, verdict) -> None:
+    """X s (the reported parts) against W (x b) at the plan's spectrum rows (full: by block).
+
+    Bound: the FFT's norm-wise one times |s|; the float64 sums, of magnitude |X| |s|: m products
+    for X s, and for W (x b) q along a row, n down, b's closed form 16.
+    """
+    again, plan = replayed(ctx, r, verdict.depth), entry_plan(ctx, verdict.depth)
+    entries, full = np.asarray(plan.parts, np.int64), verdict.depth == "full"
+    s = shared.projection_weights(ctx.q, ctx.m, ctx.check_seed)
+    size = math.sqrt(ctx.scale * again.total) * float(np.linalg.norm(s) * ctx.row_weights().max())
+    limit = relative(ctx) * size + tolerance(size, ctx.m, check_terms=ctx.n + ctx.q + 16)
+    if full:  # each column block's part apart: x b_j, the last columns of the check's products
+        xb, got = again.products[:, -len(ctx.col_chunks):], r.parts[:, entries].T
+    else:
+        xb, got = again.sums[:, :1], r.parts.sum(axis=0)[entries, None]
+    at, blocks = units(ctx, plural=False)[1], xb.shape[1]
+
+    def label(i: int) -> str:
+        row, block = divmod(i, blocks)
+        part = f" of column block {block}" if full else ""
+        return f"projection X s{part} at {at} {entries[row]}"
+
+    if verdict.note(differences(got, check_replay.dft_of_rows(ctx, entries, xb, paired=False),
+                                what="projection", tolerance=limit, label=label,
+                                unit="projected values",
+                                expected_as="{} as the DFT of the input's x b")):
+        each = ", each column block apart" if full else ""
+        verdict.establish(f"the spectrum's projection X s equals W (x W s), W applied directly"
+                          f"{each}: {plan.promise}")
 
 
-def expected_peaks(ctx: dict) -> list[tuple[int, int, complex]]:
-    """Where each planted sinusoid shows in the spectrum, and its value there."""
-    spec, n, q = _planted(ctx), ctx["n"], ctx["q"]
-    out = []
-    for u, v, a, phi in zip(spec["u"], spec["v"], spec["amplitude"], spec["phase"],
-                            strict=True):
+def planted_peaks(ctx: FFTContext, r: Reported, verdict) -> None:
+    """Generated data: each planted sinusoid at its cell, nothing else above the noise.
+
+    Its value there N A e^(i phi) (half for a cosine), or A e^(i phi) at the negated frequency
+    for the inverse.
+    """
+    bound = noise_bound(ctx) + cell_tolerance(ctx, replayed(ctx, r, verdict.depth).total)
+    reported = {(int(u), int(v)): complex(x) for u, v, x in zip(*r.peaks, strict=True)}
+    spec, planted = ctx.planted(), set()
+    for j, (u, v, a, phi) in enumerate(zip(spec["u"], spec["v"], spec["amplitude"],
+                                           spec["phase"], strict=True)):
         value = a * complex(math.cos(phi), math.sin(phi))
-        if ctx["inverse"]:
-            out.append(((-int(u)) % n, (-int(v)) % q, value))
-        else:
-            out.append((int(u), int(v), value * n * q / (2 if ctx["real"] else 1)))
-    return out
-
-
-def _check_peaks(ctx: dict, result: dict, again: dict) -> str | None:
-    bound = _noise_bound(ctx) + _cell_tolerance(ctx, again)
-    reported = {(int(r), int(c)): complex(v) for r, c, v in
-                zip(result["peak_rows"], result["peak_cols"], result["peak_values"],
-                    strict=True)}
-    planted = expected_peaks(ctx)
-    for j, (u, v, value) in enumerate(planted):
+        u, v = (-int(u) % ctx.n, -int(v) % ctx.q) if ctx.inverse else (int(u), int(v))
+        value *= 1 if ctx.inverse else ctx.points / (2 if ctx.real else 1)
+        planted.add((u, v))
         got = reported.get((u, v))
         if got is None:
-            return (f"peak {j} (|X| {abs(value):.6g}) expected at ({u}, {v}) is not among the "
-                    "spectrum's largest cells")
-        if not abs(got - value) <= bound:
-            return (f"peak {j} at ({u}, {v}): {got:.8g} reported, {value:.8g} planted (off by "
-                    f"{abs(got - value):.3g}, bound {bound:.3g})")
-    where = {(u, v) for u, v, _ in planted}
-    for (r, c), got in reported.items():
-        if (r, c) not in where and abs(got) > bound:
-            return (f"a peak at ({r}, {c}) of |X| {abs(got):.6g} where no sinusoid was planted "
-                    f"(noise bound {bound:.3g})")
-    return None
+            verdict.fail(f"peak {j} (|X| {abs(value):.6g}) expected at ({u}, {v}) is not among "
+                         "the spectrum's largest cells")
+        elif not abs(got - value) <= bound:
+            verdict.fail(f"peak {j} at ({u}, {v}): {got:.8g} reported, {value:.8g} planted "
+                         f"(off by {abs(got - value):.3g}, bound {bound:.3g})")
+    verdict.fail_all(f"a peak at ({u}, {v}) of |X| {abs(got):.6g} where no sinusoid was planted "
+                     f"(noise bound {bound:.3g})" for (u, v), got in reported.items()
+                     if (u, v) not in planted and abs(got) > bound)
+    if verdict.ok:
+        verdict.establish(f"all {len(planted)} planted peaks at their frequencies with their "
+                          "amplitudes, nothing else above the noise")
 
 
-# --------------------------------------------------------------------------- mutations
+def _steps(ctx: FFTContext) -> tuple:
+    planted = (planted_peaks,) if ctx.source is None else ()
+    return (shapes, totals, input_rows, parseval, dft_cells, projection, *planted)
 
 
-def _altered(raw: dict, change) -> dict:
-    result = dict(raw["result"])
-    for key in ("column_squares", "peak_rows", "peak_cols", "peak_values", "samples"):
-        result[key] = np.array(result[key], copy=True)
-    change(result)
-    result["sum_of_squares"] = math.fsum(result["column_squares"].tolist())
-    return {**raw, "result": result}
-
-
-def _moved_peak(result: dict) -> None:
-    top = int(np.argmax(np.abs(result["peak_values"])))
-    result["peak_cols"][top] = (result["peak_cols"][top] + 1) % len(result["column_squares"])
-
-
-def _scaled_block(result: dict) -> None:
-    widths = result["col_chunks"]
-    c0 = int(np.sum(widths[:-1]))  # the last column block of the spectrum
-    result["column_squares"][c0:] *= 1.001**2
-    result["peak_values"][result["peak_cols"] >= c0] *= 1.001
-
-
-def _conjugated(result: dict) -> None:
-    result["samples"] = np.conj(result["samples"])
-    result["peak_values"] = np.conj(result["peak_values"])
-
-
-def _transposed(result: dict) -> None:
-    result["peak_rows"], result["peak_cols"] = (result["peak_cols"].copy(),
-                                                result["peak_rows"].copy())
-
-
-def _lost_column(result: dict) -> None:
-    result["column_squares"][int(np.argmax(result["column_squares"]))] = 0.0
-
-
-def _total_altered(raw: dict) -> dict:
-    result = dict(raw["result"])
-    result["sum_of_squares"] *= 1.01
-    return {**raw, "result": result}
-
-
-# What a failed check's detail names (regular expressions, see Mutation.names).
-PEAK = r"peak 0 \(|reported peak [Xx]\["
-PARSEVAL = r"Parseval's identity fails: the spectrum's sum of squares"
-MUTATIONS = (
-    Mutation("the largest peak moved by one column", lambda raw: _altered(raw, _moved_peak),
-             PEAK),
-    Mutation("the last column block scaled by 1.001", lambda raw: _altered(raw, _scaled_block),
-             PARSEVAL),
-    Mutation("the spectrum conjugated", lambda raw: _altered(raw, _conjugated),
-             r"sampled cell X\[\d+, \d+\]: \S+ reported"),
-    # in a spectrum that is not square (rfft2's half), a transposed peak may fall outside it
-    Mutation("the peaks transposed", lambda raw: _altered(raw, _transposed),
-             PEAK + r"|^a reported peak lies outside the spectrum"),
-    Mutation("a column's squares lost", lambda raw: _altered(raw, _lost_column), PARSEVAL),
-    Mutation("sum of squares altered", _total_altered,
-             r"^sum of squares \S+ is not the total of its columns'"),
-)
+CHECK = Check(fast=_steps, full=_steps, read=read, mutations=MUTATIONS)

@@ -55,7 +55,8 @@ from pipelines.fft import SUMMARY, shared
 from pipelines.fft import layout as fft_layout
 from pipelines.fft import stages as fft_stages
 from pipelines.fft import tasks as fft_tasks
-from pipelines.fft.check import MUTATIONS, verify
+from pipelines.fft.check import CHECK
+from pipelines.fft.shared import FFTContext
 
 DTYPES = ("complex128", "complex64")
 INPUT_DTYPES = ("complex64", "complex128", "float32", "float64")
@@ -207,7 +208,7 @@ def present(workload: Workload, raw: dict) -> dict:
     """The reported value: the spectrum's sum of squares and its largest cell."""
     result = raw["result"]
     rows, cols = result["peak_rows"], result["peak_cols"]
-    if workload.context["half_inverse"]:  # irfft2's cells are reported transposed
+    if workload.context.half_inverse:  # irfft2's cells are reported transposed
         rows, cols = cols, rows
     return answer(result["sum_of_squares"], rows, cols, result["peak_values"])
 
@@ -320,17 +321,15 @@ def warm_up(backend_name: str) -> None:
     "fft-pipeline",
     SUMMARY,
     PARAMS,
-    verify,
+    CHECK,
     settle=settle,
     baseline=baseline,
-    mutations=MUTATIONS,
     warm_up=warm_up,
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy transform, reduced block by block to its summaries (and written)."""
     sizes = fft_layout.layout(resolved)
     n, q, m, dtype = sizes["n"], sizes["q"], sizes["m"], sizes["dtype"]
-    check_seed = shared.check_seed(resolved["seed"], n)
     certify = fft_stages.certificates(resolved, sizes)
     parts, written = _graph(resolved, sizes, certify)
     outputs = []
@@ -366,12 +365,10 @@ def prepare(resolved: Resolved) -> Workload:
         },
         # The check sees irfft2 as the inverse of a complex input with a real result, seen
         # transposed (n x m: the result's columns, its rows).
-        context={"n": n, "q": q, "m": m, "real": sizes["real_input"],
-                 "half_inverse": half_inverse, "inverse": resolved["inverse"],
-                 "dtype": dtype.name, "seed": resolved["seed"], "check_seed": check_seed,
-                 "row_chunks": sizes["row_chunks"][0], "col_chunks": sizes["col_chunks"][1],
-                 "source": source, "library": resolved.backend.array_library,
-                 "stages": (resolved, sizes, certify)},
+        context=FFTContext(n, q, m, sizes["real_input"], half_inverse, bool(resolved["inverse"]),
+                           dtype.name, resolved["seed"], tuple(sizes["row_chunks"][0]),
+                           tuple(sizes["col_chunks"][1]), resolved.backend.array_library,
+                           source),
         outputs=outputs,
         present=present,
     )

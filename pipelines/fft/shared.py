@@ -1,10 +1,11 @@
 """What fft-pipeline and its check (:mod:`pipelines.fft.check`) both use.
 
-The data's specification, not its computation: the planted sinusoids (integer frequencies,
-amplitudes and phases drawn from the run's seed), the noise scheme, the cells of the spectrum
-the run reports and the check recomputes, the spectrum's shape, and the seeded projection the
-run certifies its transform with (:func:`projection_weights`, and their transform in closed
-form, :func:`projection_transform`). Nothing here transforms or sums the data.
+The check's context (:class:`FFTContext`), and the data's specification, not its computation:
+the planted sinusoids (integer frequencies, amplitudes and phases drawn from the run's seed),
+the noise scheme, the cells of the spectrum the run reports and the check recomputes, the
+spectrum's shape, and the seeded projection the run certifies its transform with
+(:func:`projection_weights`, and their transform in closed form, :func:`projection_transform`).
+Nothing here transforms or sums the data.
 
 Generated data, element ``(r, c)`` of the n x q input (n rows, q columns)::
 
@@ -22,6 +23,8 @@ once to the data's type.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -175,3 +178,88 @@ def projection_transform(n: int, m: int, seed: int, inverse: bool) -> np.ndarray
     c = np.arange(n, dtype=np.int64)
     return 0.5 * (np.exp(1j * phi) * _geometric(k + 2 * sign * c, n, m)
                   + np.exp(-1j * phi) * _geometric(-k + 2 * sign * c, n, m))
+
+
+@dataclass(frozen=True)
+class FFTContext:
+    """What fft-pipeline's check knows of a run.
+
+    irfft2 is seen as the inverse of a complex input with a real result, seen transposed: its
+    input held as rows of the half spectrum's columns, its result's columns as rows.
+
+    Attributes
+    ----------
+    n, q, m : int
+        The spectrum's rows (the transforms' length down), the input's columns (the length of
+        a row's transform), the spectrum's columns.
+    real : bool
+        Whether the input holds real values (rfft2).
+    half_inverse, inverse : bool
+        irfft2; an inverse transform (ifft2, irfft2).
+    dtype : str
+        The transform's complex type.
+    seed : int, optional
+        Generated data's seed (None for an input).
+    row_chunks, col_chunks : tuple of int
+        The input's row blocks; the spectrum's column blocks.
+    library : str
+        The workers' array library.
+    source : ArraySource, optional
+        The input (``path``, ``kind``), or None for generated data.
+    """
+
+    n: int
+    q: int
+    m: int
+    real: bool
+    half_inverse: bool
+    inverse: bool
+    dtype: str
+    seed: int | None
+    row_chunks: tuple[int, ...]
+    col_chunks: tuple[int, ...]
+    library: str = "numpy"
+    source: Any = None
+
+    @property
+    def check_seed(self) -> int:
+        """The seed of the check's and the certificates' choices (:func:`check_seed`)."""
+        return check_seed(self.seed, self.n)
+
+    @property
+    def points(self) -> int:
+        """Points of the transform, N = n q."""
+        return self.n * self.q
+
+    @property
+    def scale(self) -> float:
+        """The full spectrum's sum of |X|^2 per unit of the input's sum of |x|^2 (Parseval)."""
+        return 1.0 / self.points if self.inverse else float(self.points)
+
+    @property
+    def rows(self) -> int:
+        """Rows of the input as it is held."""
+        return int(sum(self.row_chunks))
+
+    @property
+    def value_type(self) -> str:
+        """The input's element type in the run: real for rfft2, the complex type otherwise."""
+        return REAL_OF[self.dtype] if self.real else self.dtype
+
+    def cells(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and columns of the sampled cells of the spectrum (:func:`sampled_cells`)."""
+        return sampled_cells(self.n, self.col_chunks, self.check_seed)
+
+    def planted(self) -> dict:
+        """The planted sinusoids of generated data (:func:`signal`)."""
+        return signal(self.seed, self.n, self.real, self.q)
+
+    def row_weights(self) -> np.ndarray:
+        """How much each input row counts in the result: 1, or 2 for irfft2's mirrored ones.
+
+        irfft2's input rows are the half spectrum's columns; those standing for their mirror
+        images count twice (:func:`column_weights`).
+        """
+        if self.half_inverse:
+            return column_weights(self.n, self.rows, True)
+        return np.ones(self.rows)

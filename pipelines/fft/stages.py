@@ -26,7 +26,7 @@ from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.numeric import starts
 from daskgpu.toolkit.registry import Resolved, Workload
 from pipelines.fft import shared, tasks
-from pipelines.fft.layout import pick, transpose_bytes
+from pipelines.fft.layout import layout, pick, transpose_bytes
 
 
 def input_array(resolved: Resolved, sizes: dict) -> da.Array:
@@ -247,6 +247,13 @@ def _fetched(client, parts: dict) -> dict:
             future.release()
 
 
+def _built(workload: Workload) -> tuple:
+    """The run's parameters, sizes and certificates, as ``prepare`` built its graph from them."""
+    resolved = workload.resolved
+    sizes = layout(resolved)
+    return resolved, sizes, certificates(resolved, sizes)
+
+
 def drive(workload: Workload, client) -> dict:
     """The run, the whole array in one worker or in slabs, its stages timed apart.
 
@@ -256,19 +263,19 @@ def drive(workload: Workload, client) -> dict:
     """
     from daskgpu.toolkit.backends import scheduler_workers
 
-    resolved, sizes, certify = workload.context["stages"]
+    built = resolved, sizes, _ = _built(workload)
     devices = resolved.backend.devices
     chosen = pick(resolved["layout"], scheduler_workers(client), sizes,
                   devices[0].memory_total if devices else 0)
     workload.description.update({"layout": chosen["layout"], "layout_why": chosen["why"]})
     if chosen["layout"] == "whole":
-        return _drive_whole(workload, client, chosen)
-    return _drive_slabs(workload, client)
+        return _drive_whole(workload, client, chosen, built)
+    return _drive_slabs(workload, client, built)
 
 
-def _drive_whole(workload: Workload, client, chosen: dict) -> dict:
+def _drive_whole(workload: Workload, client, chosen: dict, built: tuple) -> dict:
     """The whole array in the chosen worker: one task, its stages timed inside it."""
-    resolved, sizes, certify = workload.context["stages"]
+    resolved, sizes, certify = built
     began = time.perf_counter()
     plan = whole_plan(resolved, sizes, certify, chosen["threads"], bool(workload.outputs))
     where = {"workers": [chosen["worker"]], "allow_other_workers": False, "pure": False}
@@ -290,9 +297,9 @@ def _drive_whole(workload: Workload, client, chosen: dict) -> dict:
     return raw
 
 
-def _drive_slabs(workload: Workload, client) -> dict:
+def _drive_slabs(workload: Workload, client, built: tuple) -> dict:
     """The run in slabs, each stage kept on the workers before the next, timed apart."""
-    resolved, sizes, certify = workload.context["stages"]
+    resolved, sizes, certify = built
     library = resolved.backend.array_library
     marks = [time.perf_counter()]
     x = _persisted(client, input_array(resolved, sizes), library)

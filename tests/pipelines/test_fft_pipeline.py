@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
+import re
 
 import dask
 import numpy as np
@@ -15,7 +15,7 @@ from daskgpu.errors import InputFileError, ParameterError
 from daskgpu.toolkit import params
 from daskgpu.toolkit.backends import Backend
 from pipelines.fft import check as fft_check
-from pipelines.fft import check_recompute as fft_check_recompute
+from pipelines.fft import check_replay as fft_check_replay
 from pipelines.fft import layout as fft_layout
 from pipelines.fft import shared as fft_data
 from pipelines.fft import stages as fft_stages
@@ -24,6 +24,14 @@ from pipelines.fft import tasks as fft_blocks
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
 SPEC = daskgpu.get_pipeline("fft-pipeline")
 DEPTHS = ("fast", "full")
+
+
+def _context(**given) -> fft_data.FFTContext:
+    """A check's context of generated complex data (as prepare builds it), ``given`` changed."""
+    fields = {"n": 30, "q": 30, "m": 30, "real": False, "half_inverse": False, "inverse": False,
+              "dtype": "complex128", "seed": 5, "row_chunks": (12, 12, 6), "col_chunks": (30,),
+              "library": "numpy", **given}
+    return fft_data.FFTContext(**fields)
 
 
 def _stages(**params):
@@ -60,9 +68,9 @@ def test_the_stages_give_numpys_transform_on_uneven_blocks(params, transform):
 def test_generated_input_is_the_documented_signal():
     """The run's blocks (outer products) equal the check's (its own sums of waves)."""
     resolved, sizes, x, _, _ = _stages(size=40, chunks=12, seed=7)
-    ctx = {"n": 40, "q": 40, "real": False, "dtype": "complex128", "seed": 7, "source": None,
-           "library": "numpy", "row_chunks": sizes["row_chunks"][0]}
-    again = np.concatenate([fft_check_recompute.input_block(ctx, i) for i in range(4)])
+    ctx = _context(n=40, q=40, m=40, seed=7, row_chunks=sizes["row_chunks"][0])
+    again = np.concatenate([fft_check_replay.input_rows(ctx, i, np.arange(h))
+                            for i, h in enumerate(ctx.row_chunks)])
     assert np.abs(x - again).max() < 1e-12
     spec = fft_data.signal(7, 40, False)
     assert len(spec["u"]) == fft_data.PEAKS
@@ -113,9 +121,9 @@ def test_gpu_branches_draw_reduce_and_check_alike(cupy_stand_in):
     assert isinstance(x, cupy.ndarray) and x.dtype == np.complex128
     host = x.get()
     assert not np.array_equal(host, fft_blocks.generated(info, n=30, seed=5))  # another generator
-    ctx = {"n": 30, "q": 30, "real": False, "dtype": "complex128", "seed": 5, "source": None,
-           "library": "cupy", "row_chunks": (12, 12, 6)}
-    np.testing.assert_allclose(fft_check_recompute.input_block(ctx, 1), host, rtol=0, atol=1e-12)
+    ctx = _context(library="cupy")
+    np.testing.assert_allclose(fft_check_replay.input_rows(ctx, 1, np.arange(12), cupy).get(),
+                               host, rtol=0, atol=1e-12)
     assert len(cupy.seeds) == 2 and cupy.seeds[0] == cupy.seeds[1]
     cut = fft_blocks.piece(x, 3, 8, "cupy")
     assert isinstance(cut, cupy.ndarray) and cut.flags.c_contiguous and cut.shape == (5, 12)
@@ -246,9 +254,11 @@ def test_a_wrong_spectrum_fails_verification(cpu_client, depth):
         bad = dask.compute({**fft_stages.reduced(wrong, inverse, certify),
                             "lines": fft_stages.input_lines(x, y, forward, sizes, certify)})[0]
     check = verify_on(cpu_client, spec, workload, bad, depth)
-    # fast: the row transforms' certified values at the sampled cells' columns already differ
-    needle = "Parseval" if depth == "full" else "its transform at sampled cell"
-    assert not check.ok and needle in check.detail, check.detail
+    # both depths: the row transforms' certified values at the sampled cells' columns differ
+    assert not check.ok and "its transform at sampled cell" in check.detail, check.detail
+    # the wrong spectrum beside the run's right certificates: Parseval's identity fails
+    check = verify_on(cpu_client, spec, workload, {**bad, "lines": raw["lines"]}, depth)
+    assert not check.ok and "Parseval" in check.detail, check.detail
 
 
 def test_cli_json_run_of_the_half_spectrum_writes_zarr(tmp_path):
@@ -278,11 +288,28 @@ def test_cli_json_run_of_the_half_spectrum_writes_zarr(tmp_path):
     ({"size": 2**40}, ParameterError, "PiB"),
     ({"real": "maybe"}, ParameterError, "--real"),
 ])
-def test_layouts_and_options_no_run_can_use_are_refused(params, error, fragment):
-    started = time.perf_counter()
+def test_layouts_and_options_no_run_can_use_are_refused(monkeypatch, params, error, fragment):
+    """Refused up front: nothing sized, laid out, built or drawn first (a call log of them)."""
+    called = []
+
+    def logged(name, original):
+        def call(*args, **kwargs):
+            called.append(name)
+            return original(*args, **kwargs)
+        return call
+
+    for module, names in ((fft_layout, ("default_size", "layout", "whole_bytes", "pick")),
+                          (fft_stages, ("input_array", "certificates", "rows_transformed",
+                                        "transposed", "columns_transformed", "whole_parts")),
+                          (fft_blocks, ("generated", "along_rows", "along_columns", "whole")),
+                          (fft_data, ("signal", "sampled_cells", "projection_transform"))):
+        for name in names:
+            monkeypatch.setattr(module, name, logged(name, getattr(module, name)))
     with pytest.raises(error, match=fragment):
         SPEC.resolve(CPU2, **params)
-    assert time.perf_counter() - started < 5
+    assert called == []
+    SPEC.workload(CPU2, size=16, chunks=8, seed=1)  # the log sees a run's build
+    assert {"layout", "certificates", "input_array", "rows_transformed"} <= set(called)
 
 
 def test_chunks_larger_than_the_array_make_one_slab():
@@ -344,9 +371,9 @@ def test_the_certificates_are_what_they_say(cpu_client):
                                             seed=4, real=True)
     _, sizes, x, spectrum, _ = _stages(size=37, chunks=10, seed=4, real=True)
     ctx = workload.context
-    s = fft_data.projection_weights(37, 19, ctx["check_seed"])
-    b = fft_data.projection_transform(37, 19, ctx["check_seed"], False)
-    rows, cols = fft_data.sampled_cells(37, ctx["col_chunks"], ctx["check_seed"])
+    s = fft_data.projection_weights(37, 19, ctx.check_seed)
+    b = fft_data.projection_transform(37, 19, ctx.check_seed, False)
+    rows, cols = fft_data.sampled_cells(37, ctx.col_chunks, ctx.check_seed)
     lines = raw["lines"]
     k = 1 + len(cols)
     assert lines.shape == (37, 2 * k + 1)
@@ -416,12 +443,11 @@ def test_the_certificates_on_the_array_module_path(cupy_stand_in):
     np.testing.assert_allclose(packed[0, at:at + 16] + 1j * packed[0, at + 16:at + 32],
                                weights[4:10] @ block.astype(np.complex128), rtol=1e-12)
     # the check's rows of generated data: the whole block drawn (CuPy cannot skip ahead)
-    ctx = {"n": 30, "q": 30, "real": False, "dtype": "complex128", "seed": 5, "source": None,
-           "library": "cupy", "row_chunks": (12, 12, 6)}
+    ctx = _context(library="cupy")
     info = {None: {"array-location": [(12, 24), (0, 30)], "chunk-location": (1, 0)}}
     drawn = fft_blocks.generated(info, n=30, seed=5, library="cupy").get()
     across = np.exp(1j * rng.uniform(0, 6, (30, 3)))
-    again = fft_check_recompute.lines_again(ctx, 1, [2, 7], across)
+    again = fft_check_replay.row_terms(ctx, 1, [2, 7], across)
     assert all(isinstance(value, np.ndarray) for value in again.values())  # on the host
     np.testing.assert_allclose(again["products"], drawn[[2, 7]] @ across, rtol=1e-12)
     np.testing.assert_allclose(again["squares"], (np.abs(drawn[[2, 7]]) ** 2).sum(axis=1))
@@ -431,10 +457,9 @@ def test_the_certificates_on_the_array_module_path(cupy_stand_in):
 
 def test_the_checks_rows_skip_ahead_in_numpys_generator():
     """NumPy's rows are drawn by advancing to each: the same values as the block drawn whole."""
-    ctx = {"n": 30, "q": 30, "real": True, "dtype": "complex128", "seed": 5, "source": None,
-           "library": "numpy", "row_chunks": (12, 12, 6)}
-    whole = fft_check_recompute.input_block(ctx, 1)
-    rows = fft_check_recompute._lines(ctx, 1, np.array([0, 5, 11]), np)
+    ctx = _context(real=True, m=16)
+    whole = fft_check_replay.input_rows(ctx, 1, np.arange(12))  # the block drawn whole
+    rows = fft_check_replay.input_rows(ctx, 1, np.array([0, 5, 11]))
     np.testing.assert_allclose(rows, whole[[0, 5, 11]], rtol=0, atol=1e-15)
 
 
@@ -522,6 +547,49 @@ def test_a_fault_in_the_computation_fails_both_depths(in_process_client, monkeyp
     for depth in DEPTHS:
         check = verify_on(in_process_client, spec, workload, raw, depth)
         assert not check.ok, f"{depth} missed it: {check.detail}"
+
+
+# One slab of the ten (a tenth of the input's rows, or of the spectrum's columns): a random one
+# (a seeded draw, not the first) and the last; in the first stage (the row transforms) and in
+# the last (the column transforms). Its twiddles are 0.2 % off at every other frequency: the
+# magnitudes, and so Parseval's identity, unchanged.
+ONE_SLAB = {"random": int(np.random.default_rng(12).integers(1, 9)), "last": 9}
+STAGES = {"first (rows)": "along_rows", "last (columns)": "along_columns"}
+
+
+def _named_slab(detail: str) -> set:
+    """The slabs a failed detail names first: an input row's, a cell's column's, a block."""
+    found = re.search(r"input row (\d+)|X\[\d+, (\d+)\]|column block (\d+)", detail)
+    return {int(number) // (10 if i < 2 else 1) for i, number in enumerate(found.groups())
+            if number is not None} if found else set()
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+@pytest.mark.parametrize("where", sorted(ONE_SLAB))
+def test_a_fault_in_one_slab_of_either_stage_fails_both_depths(in_process_client, monkeypatch,
+                                                               stage, where):
+    slab, transform = ONE_SLAB[where], getattr(fft_blocks, STAGES[stage])
+
+    def faulty(block, block_info=None, **kwargs):
+        out = transform(block, **kwargs)
+        if block_info[0]["chunk-location"][0] == slab:
+            out = out.copy()
+            out[:, 1::2] *= np.exp(1j * 0.002)
+        return out
+
+    monkeypatch.setattr(fft_blocks, STAGES[stage], faulty)
+    spec, workload, raw = compute_as_runner(in_process_client, "fft-pipeline", **FAULTED)
+    for depth in DEPTHS:
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok, f"{depth} missed it: {check.detail}"
+        if stage.startswith("first"):  # a row of the slab: its certified transform differs
+            assert "its transform at sampled cell" in check.detail, (depth, check.detail)
+            assert _named_slab(check.detail) == {slab}, (depth, check.detail)
+        elif depth == "full" or "projection" not in check.detail:  # a cell, or the block
+            assert _named_slab(check.detail) == {slab}, (depth, check.detail)
+        else:  # fast's X s, summed over the blocks: an odd spectrum row, where the slab is off
+            row = int(re.search(r"projection X s at spectrum row (\d+)", check.detail)[1])
+            assert row % 2 == 1, (depth, check.detail)
 
 
 @pytest.mark.gpu
