@@ -6,7 +6,7 @@ generator a block, see :mod:`daskgpu.data.synthetic`) or read from ``.npy``/Zarr
 ``dask.array.matmul`` multiplies their blocks with NumPy (OpenBLAS/MKL) or CuPy (cuBLAS). C is
 never gathered: each block of C is reduced where it is made, in the same task, to a few numbers
 (its sum of squares, its sum, C's values at seeded sample cells it holds, and its products
-``C_ij R_j`` with the verification vectors R), which come together as the run's result: the
+``C_ij R_j`` with the check's probes R), which come together as the run's result: the
 Frobenius norm and the sum of C plus the per-block material :mod:`pipelines.matmul.check`
 verifies (Freivalds' check per block against A (B R) recomputed apart, sampled cells as dot
 products). The operands, the per-block reduction and the result's assembly are built in
@@ -42,10 +42,11 @@ from daskgpu.toolkit.params import (
 )
 from daskgpu.toolkit.registry import Resolved, Workload, pipeline
 from daskgpu.toolkit.timing import timed
+from daskgpu.verification import Grid
 from pipelines.matmul import SUMMARY, shared
 from pipelines.matmul import layout as matmul_layout
 from pipelines.matmul import peak as matmul_peak
-from pipelines.matmul.check import MUTATIONS, verify
+from pipelines.matmul.check import CHECK
 from pipelines.matmul.tasks import assemble, operands, summaries
 
 CPU_DEFAULT_SIZE = 4000
@@ -182,10 +183,9 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     "matmul-pipeline",
     SUMMARY,
     PARAMS,
-    verify,
+    CHECK,
     settle=settle,
     baseline=baseline,
-    mutations=MUTATIONS,
 )
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy product, reduced block by block to its summaries (and C written)."""
@@ -223,10 +223,10 @@ def prepare(resolved: Resolved) -> Workload:
             "flop": 2 * n * k * m,
             **matmul_peak.measure_peak(backend, dtype, (bn, bk, bm)),
         },
-        context={"shape": (n, k, m), "dtype": dtype.name, "check_seed": check_seed,
-                 "a_chunks": a.chunks, "b_chunks": b.chunks,
-                 "seeds": about["seeds"], "sources": about["sources"],
-                 "library": backend.array_library},
+        context=shared.MatmulContext(
+            Grid(a.chunks), Grid(b.chunks), dtype.name, backend.array_library, check_seed,
+            seeds=about["seeds"],
+            inputs=about["sources"] and tuple((s.path, s.kind) for s in about["sources"])),
         outputs=outputs,
         present=lambda workload, raw: {"frobenius_norm": raw["result"]["frobenius_norm"],
                                        "sum": raw["result"]["sum"]},

@@ -5,7 +5,7 @@ A and B are drawn on the workers from the run's seed (uniform [0, 1), one genera
 or read from ``.npy``/Zarr inputs (:func:`operands`). ``dask.array.matmul`` multiplies their
 blocks with the backend's BLAS; each block of C then goes, in the same task, to
 :func:`_block_summary`, which packs its sum of squares, its sum, C's values at the sampled cells
-it holds and its products ``C_ij R_j`` with the verification vectors R (both defined in
+it holds and its products ``C_ij R_j`` with the check's probes R (both defined in
 :mod:`pipelines.matmul.shared`) into one small host vector (:func:`summaries`). :func:`assemble`
 turns the packed vectors into the run's result. :mod:`pipelines.matmul.pipeline` assembles the
 :class:`~daskgpu.toolkit.registry.Workload` around what is built here.
@@ -86,7 +86,7 @@ def _block_summary(block, block_info=None, m=1, check_seed=0, n=1, width=1, libr
 def summaries(c: da.Array, check_seed: int, library: str) -> da.Array:
     """One packed host vector per block of C (see :func:`_block_summary`), shaped (gi, gj, W)."""
     n, m = c.shape
-    width = 2 + shared.SAMPLED_CELLS + max(c.chunks[0]) * (1 + shared.NORMAL_VECTORS)
+    width = 2 + shared.SAMPLED_CELLS + max(c.chunks[0]) * shared.VECTORS
     return c.map_blocks(
         _block_summary, chunks=((1,) * c.numblocks[0], (1,) * c.numblocks[1], (width,)),
         new_axis=[2], dtype=np.float64, meta=np.empty((0, 0, 0)), m=m, check_seed=check_seed,
@@ -99,7 +99,7 @@ def assemble(packed: np.ndarray, row_sizes: tuple[int, ...]) -> dict:
 
     ``partials`` is (n, gj, vectors): row p, column block j, vector v of C_ij R_j.
     """
-    nv = 1 + shared.NORMAL_VECTORS
+    nv = shared.VECTORS
     cells = shared.SAMPLED_CELLS
     squares, sums = packed[:, :, 0], packed[:, :, 1]
     gj = packed.shape[1]

@@ -20,6 +20,7 @@ import daskgpu
 from daskgpu.toolkit.backends import Backend
 from daskgpu.toolkit.numeric import CounterGenerator
 from pipelines.matmul import check as matmul_check
+from pipelines.matmul import check_replay
 from pipelines.matmul import peak as matmul_peak
 from pipelines.matmul import shared as matmul_data
 from pipelines.matmul import tasks as matmul_tasks
@@ -64,7 +65,7 @@ def _expected_summary(c: np.ndarray, location, n: int, m: int, seed: int, width:
 def test_a_device_block_is_summarised_as_numpy_and_reaches_the_host_explicitly(
         cupy_stand_in, to_host_calls, dtype, location):
     n, m, seed = 25, 9, 3
-    width = 2 + matmul_data.SAMPLED_CELLS + 25 * (1 + matmul_data.NORMAL_VECTORS)
+    width = 2 + matmul_data.SAMPLED_CELLS + 25 * matmul_data.VECTORS
     (r0, r1), (c0, c1) = location
     c = np.random.default_rng(2).standard_normal((r1 - r0, c1 - c0)).astype(dtype)
     info = {0: {"array-location": [location[0], location[1]]}}
@@ -78,7 +79,7 @@ def test_a_device_block_is_summarised_as_numpy_and_reaches_the_host_explicitly(
     np.testing.assert_allclose(got, matmul_tasks._block_summary(c, info, **packing),
                                rtol=1e-14, atol=1e-14)
     # the products, the squares, the sum and the picked cells came over from the device
-    assert sorted(to_host_calls) == [(), (), (held,), (r1 - r0, 1 + matmul_data.NORMAL_VECTORS)]
+    assert sorted(to_host_calls) == [(), (), (held,), (r1 - r0, matmul_data.VECTORS)]
 
 
 def _drawn_whole(seed: int, shape, blocks, dtype: str) -> np.ndarray:
@@ -99,8 +100,9 @@ def _drawn_whole(seed: int, shape, blocks, dtype: str) -> np.ndarray:
 def test_the_run_on_device_blocks_gives_c_of_the_device_operands_and_its_check_holds(
         cupy_stand_in, to_host_calls):
     """The whole graph (operands drawn on the device, C's blocks multiplied and summarised
-    where they are made) computed on stand-in blocks; its check at both depths, the full one
-    drawing the blocks again on the device and taking them to the host with ``.get()``."""
+    where they are made) computed on stand-in blocks; its check at both depths, drawing the
+    blocks again on the device (the full one multiplying them again there) and taking what it
+    compares to the host with ``.get()``."""
     spec = daskgpu.get_pipeline("matmul-pipeline")
     resolved = spec.resolve(GPU, shape="40,30,20", chunks="20,15,10", seed=3, dtype="float32")
     workload = spec.workload(GPU, resolved)
@@ -118,10 +120,10 @@ def test_the_run_on_device_blocks_gives_c_of_the_device_operands_and_its_check_h
     assert result["block_sums"].shape == (2, 2)
 
     ctx = workload.context
-    assert ctx["library"] == "cupy"
-    block = matmul_check.block_of(ctx, 0, (1, 1))  # drawn on the device, .get() to the host
-    assert type(block) is np.ndarray and block.dtype == np.float64
-    np.testing.assert_array_equal(block, a_host[20:40, 15:30])
+    assert ctx.library == "cupy"
+    block = check_replay.operand(ctx, 0, (1, 1))  # drawn on the device, in float64 there
+    assert isinstance(block, cupy_stand_in.ndarray) and block.dtype == np.float64
+    np.testing.assert_array_equal(block.get(), a_host[20:40, 15:30])
     gets = len(to_host_calls)
     with dask.config.set(scheduler="sync"):
         for depth in ("full", "fast"):

@@ -6,6 +6,8 @@ import copy
 import json
 import time
 
+import dask
+import dask.array as da
 import numpy as np
 import pytest
 from conftest import (
@@ -20,8 +22,8 @@ from daskgpu.data import synthetic
 from daskgpu.errors import InputFileError, ParameterError
 from daskgpu.toolkit.backends import Backend
 from daskgpu.toolkit.numeric import CounterGenerator, seed_word
-from pipelines.matmul import check as matmul_check
-from pipelines.matmul import check_streamed
+from daskgpu.verification import Grid
+from pipelines.matmul import check_replay
 from pipelines.matmul import layout as matmul_layout
 from pipelines.matmul import pipeline as matmul_pipeline
 from pipelines.matmul import shared as matmul_data
@@ -105,7 +107,7 @@ def test_one_wrong_entry_fails_freivalds(cpu_client):
     """A single entry of C off by a relative 1e-9: its row's C r moves far beyond the bound."""
     spec, workload, raw = compute_as_runner(cpu_client, "matmul-pipeline", size=120, chunks=60,
                                             seed=4)
-    r = matmul_data.vectors(120, workload.context["check_seed"])
+    r = matmul_data.vectors(120, workload.context.check_seed)
     altered = copy.deepcopy(raw)
     partials = altered["result"]["partials"]
     entry = 30.0  # about k / 4: C's entries for uniform [0, 1) data, k = 120
@@ -163,12 +165,18 @@ def npy_pair(tmp_path):
         ({"input_a": "a.npy", "input_b": "b.npy", "size": 5}, ParameterError, "--size"),
     ],
 )
-def test_bad_parameters_are_refused_up_front(npy_pair, params, error, message):
+def test_bad_parameters_are_refused_up_front(npy_pair, monkeypatch, params, error, message):
+    """Refused in one line while settling: nothing drawn, read, built, measured or computed."""
     params = {k: str(npy_pair / v) if k.startswith("input") else v for k, v in params.items()}
-    started = time.perf_counter()
+    work = []
+    for module, name in ((matmul_tasks, "operands"), (matmul_pipeline, "operands"),
+                         (synthetic, "uniform"), (matmul_tasks.array_input, "to_dask"),
+                         (matmul_pipeline.matmul_peak, "measure_peak"), (dask, "compute"),
+                         (dask.base, "compute")):
+        monkeypatch.setattr(module, name, lambda *a, _name=name, **k: work.append(_name))
     with pytest.raises(error, match=message) as caught:
         daskgpu.get_pipeline("matmul-pipeline").resolve(**params)
-    assert "\n" not in str(caught.value) and time.perf_counter() - started < 5
+    assert "\n" not in str(caught.value) and work == []
 
 
 def test_cli_shape_mismatch_is_one_error_line(npy_pair):
@@ -183,42 +191,48 @@ def test_cli_shape_mismatch_is_one_error_line(npy_pair):
 
 def _ctx(library="numpy", dtype="float64"):
     """A check context for A (25 x 7, two row blocks) and B (7 x 9, two column blocks)."""
-    return {"shape": (25, 7, 9), "dtype": dtype, "check_seed": 3, "library": library,
-            "a_chunks": ((13, 12), (7,)), "b_chunks": ((7,), (5, 4)), "seeds": (5, 6),
-            "sources": None}
+    return matmul_data.MatmulContext(Grid(((13, 12), (7,))), Grid(((7,), (5, 4))), dtype,
+                                     library, check_seed=3, seeds=(5, 6))
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_streamed_pieces_and_slabs_are_the_rows_of_the_block_drawn_whole(monkeypatch, dtype):
     """A piece may start mid-block (PCG64 advanced; a float32 is half a draw, odd offsets too)."""
-    monkeypatch.setattr(check_streamed, "SLAB_ELEMENTS", 15)  # two rows of 7 a slab
+    monkeypatch.setattr(check_replay, "SLAB_ELEMENTS", 15)  # two rows of 7 a slab
     ctx = _ctx(dtype=dtype)
     sequence = np.random.SeedSequence(5, spawn_key=(1,))  # A's block (1, 0)
     whole = np.random.default_rng(sequence).random((12, 7), dtype=dtype)
     for piece in [(0, 12), (3, 12), (5, 8), (11, 12)]:
         slabs = [(first, rows.copy())  # a slab is a reused buffer: copied before the next
-                 for first, rows in check_streamed.row_slabs(ctx, 0, (1, 0), piece)]
+                 for first, rows in check_replay.row_slabs(ctx, 0, (1, 0), piece)]
         assert [first for first, _ in slabs] == list(range(piece[0], piece[1], 2))
         got = np.concatenate([rows for _, rows in slabs])
         assert got.dtype == np.float64
         np.testing.assert_array_equal(got, whole[piece[0]:piece[1]])
 
 
-def test_fast_recomputes_what_full_recomputes(monkeypatch):
-    """Pieces, slabs, sums over the contraction: the same numbers as whole blocks, to rounding."""
-    import dask
-
-    monkeypatch.setattr(check_streamed, "SLAB_ELEMENTS", 300)
-    monkeypatch.setattr(check_streamed, "PIECE_ELEMENTS", 1000)
+def test_the_streamed_recomputation_is_that_of_whole_blocks(monkeypatch):
+    """Pieces, slabs, sums over the contraction: the same numbers as A and B drawn whole and
+    multiplied here, to rounding."""
+    monkeypatch.setattr(check_replay, "SLAB_ELEMENTS", 300)
+    monkeypatch.setattr(check_replay, "PIECE_ELEMENTS", 1000)
     resolved = daskgpu.get_pipeline("matmul-pipeline").resolve(
         CPU2, shape="130,200,90", chunks="64,50,40", dtype="float32", seed=5)
     with dask.config.set(scheduler="sync"):
         ctx = daskgpu.get_pipeline("matmul-pipeline").workload(CPU2, resolved).context
-        assert check_streamed.pieces(ctx, 64, 50) == [(0, 16), (16, 32), (32, 48), (48, 64)]
-        full, fast = matmul_check.recompute(ctx), check_streamed.recompute(ctx)
-    assert full.keys() == fast.keys()
-    for key, value in full.items():
-        np.testing.assert_allclose(fast[key], value, rtol=1e-13, atol=1e-13, err_msg=key)
+        assert check_replay.pieces(ctx, 64, 50) == [(0, 16), (16, 32), (32, 48), (48, 64)]
+        again = check_replay.recompute(ctx)
+    a, b = (x.astype(np.float64) for x in _operands((130, 200, 90), (64, 50, 40), "float32", 5))
+    r = matmul_data.vectors(90, ctx.check_seed)
+    columns = [slice(0, 40), slice(40, 80), slice(80, 90)]
+    expected = {"q": np.stack([a @ (b[:, c] @ r[c]) for c in columns], axis=1),
+                "q_abs": np.stack([a @ b[:, c].sum(axis=1) for c in columns], axis=1),
+                "a_squares": [(a[i:i + 64] ** 2).sum() for i in (0, 64, 128)],
+                "b_squares": [(b[:, c] ** 2).sum() for c in columns]}
+    rows, cols = ctx.cells()
+    expected["samples"] = expected["samples_abs"] = (a[rows] * b[:, cols].T).sum(axis=1)
+    for key, value in expected.items():
+        np.testing.assert_allclose(getattr(again, key), value, rtol=1e-13, err_msg=key)
 
 
 def test_device_branch_of_the_fast_check_draws_whole_blocks_with_integer_seeds(cupy_stand_in):
@@ -226,9 +240,9 @@ def test_device_branch_of_the_fast_check_draws_whole_blocks_with_integer_seeds(c
     the sums NumPy's of the same blocks."""
     xp = cupy_stand_in
     ctx = _ctx(library="cupy")
-    assert check_streamed.pieces(ctx, 13, 7) == [(0, 13)]  # a device never starts mid-block
-    b_part = check_streamed.b_products(ctx, 0, 1, (0, 7))
-    a_part = check_streamed.a_products(ctx, 1, 0, (0, 12), [[b_part], [b_part]])
+    assert check_replay.pieces(ctx, 13, 7) == [(0, 13)]  # a device never starts mid-block
+    b_part = check_replay.b_products(ctx, 0, 1, (0, 7))
+    q, _, _, a_squares, _ = check_replay.a_products(ctx, 1, 0, (0, 12), [[b_part], [b_part]])
 
     def drawn(seed, number, shape):
         sequence = np.random.SeedSequence(seed, spawn_key=(number,))
@@ -237,17 +251,17 @@ def test_device_branch_of_the_fast_check_draws_whole_blocks_with_integer_seeds(c
     b, a = drawn(6, 1, (7, 4)), drawn(5, 1, (12, 7))
     assert xp.seeds == [seed_word(np.random.SeedSequence(s, spawn_key=(1,))) for s in (6, 5)]
     r = matmul_data.vectors(9, 3)[5:9]
-    np.testing.assert_allclose(b_part["y"], b @ r, rtol=1e-14)
-    np.testing.assert_allclose(b_part["yabs"], b @ np.abs(r), rtol=1e-14)
-    assert b_part["squares"] == pytest.approx(float((b * b).sum()), rel=1e-14)
-    np.testing.assert_allclose(a_part["q"], a @ np.concatenate([b @ r, b @ r], axis=1),
-                               rtol=1e-13)
-    assert a_part["a_squares"] == pytest.approx(float((a * a).sum()), rel=1e-14)
+    y, y_abs, _, b_squares, _ = b_part
+    np.testing.assert_allclose(y, b @ r, rtol=1e-14)
+    np.testing.assert_allclose(y_abs[:, 0], np.abs(b).sum(axis=1), rtol=1e-14)
+    assert b_squares == pytest.approx(float((b * b).sum()), rel=1e-14)
+    np.testing.assert_allclose(q, a @ np.concatenate([b @ r, b @ r], axis=1), rtol=1e-13)
+    assert a_squares == pytest.approx(float((a * a).sum()), rel=1e-14)
     # the run's summary of a block of C where it lives: as the NumPy branch's
     c = np.random.default_rng(2).random((12, 4)).astype(np.float32)
     info = {0: {"array-location": [(13, 25), (5, 9)]}}
     packing = {"m": 9, "check_seed": 3, "n": 25,
-               "width": 2 + matmul_data.SAMPLED_CELLS + 13 * (1 + matmul_data.NORMAL_VECTORS)}
+               "width": 2 + matmul_data.SAMPLED_CELLS + 13 * matmul_data.VECTORS}
     np.testing.assert_allclose(
         matmul_tasks._block_summary(xp.asarray(c), info, **packing, library="cupy"),
         matmul_tasks._block_summary(c, info, **packing), rtol=1e-14)
@@ -330,6 +344,76 @@ def test_a_fault_in_the_computation_fails_both_depths(in_process_client, monkeyp
     for depth in ("fast", "full"):
         check = verify_on(in_process_client, spec, workload, raw, depth)
         assert not check.ok, f"{fault} verifies at {depth}: {check.detail}"
+
+
+# C in 4 x 3 blocks of 50 x 60; the contraction (k = 160) summed in three pieces: 60, 60, 40.
+PIECES = {"shape": "200,160,180", "chunks": "50,60,60", "seed": 21}
+# One block of C's twelve: a random one (a seeded draw, neither the first nor the last), the last.
+ONE_BLOCK = {"random": divmod(int(np.random.default_rng(12).integers(1, 11)), 3),
+             "last": (3, 2)}
+
+
+def _checks_of_faulty_run(session, monkeypatch, module, name, faulty) -> dict:
+    """Both depths' verification of a run computed with ``module.name`` replaced by ``faulty``."""
+    with monkeypatch.context() as patched:
+        patched.setattr(module, name, faulty)
+        spec, workload, raw = compute_as_runner(session, "matmul-pipeline", **PIECES)
+    return {depth: verify_on(session, spec, workload, raw, depth) for depth in ("fast", "full")}
+
+
+@pytest.mark.parametrize("where", sorted(ONE_BLOCK))
+def test_one_block_of_c_off_by_a_millionth_fails_both_depths_naming_it(in_process_client,
+                                                                     monkeypatch, where):
+    block = ONE_BLOCK[where]
+    faulty = _summarised_as(lambda c, info: (c * (1 + 1e-6), info), lambda i, j: (i, j) == block)
+    checks = _checks_of_faulty_run(in_process_client, monkeypatch, matmul_tasks,
+                                   "_block_summary", faulty)
+    for depth, check in checks.items():
+        assert not check.ok and f"block {block} of C" in check.detail, (depth, check.detail)
+
+
+def _first_piece_off(block, original=da.matmul):
+    """``dask.array.matmul`` summing the contraction's pieces itself, the first piece of
+    ``block`` of C off by a millionth."""
+
+    def off(part, block_info=None):
+        return part * (1 + 1e-6) if tuple(block_info[0]["chunk-location"]) == block else part
+
+    def matmul(a, b):
+        edges = np.cumsum((0, *a.chunks[1]))
+        parts = [original(a[:, s:e], b[s:e]) for s, e in zip(edges[:-1], edges[1:], strict=True)]
+        assert len(parts) == 3
+        return sum(parts[1:], parts[0].map_blocks(off, dtype=parts[0].dtype))
+
+    return matmul
+
+
+def test_the_first_piece_of_the_sum_off_in_one_block_fails_both_depths(in_process_client,
+                                                                         monkeypatch):
+    block = ONE_BLOCK["random"]
+    checks = _checks_of_faulty_run(in_process_client, monkeypatch, matmul_pipeline.da, "matmul",
+                                   _first_piece_off(block))
+    for depth, check in checks.items():
+        assert not check.ok and f"Freivalds' check: block {block} of C" in check.detail, (
+            depth, check.detail)
+
+
+def test_one_blocks_squares_off_fail_the_full_depth(in_process_client, monkeypatch):
+    """A sum of squares 0.1 % high stays inside the fast depth's bounds; the full depth
+    multiplies every block again and names it."""
+    original, block = matmul_tasks._block_summary, ONE_BLOCK["random"]
+
+    def faulty(c, block_info=None, **packing):
+        out = original(c, block_info=block_info, **packing)
+        if tuple(block_info[0]["chunk-location"]) == block:
+            out[0, 0, 0] *= 1.001
+        return out
+
+    check = _checks_of_faulty_run(in_process_client, monkeypatch, matmul_tasks,
+                                  "_block_summary", faulty)["full"]
+    assert not check.ok, check.detail
+    assert f"block {block} of C: sum of squares" in check.detail, check.detail
+    assert "recomputed from A and B" in check.detail, check.detail
 
 
 @pytest.mark.gpu
