@@ -6,9 +6,10 @@
   cells' certificates) or sketches.
 - ``shared.py``: what the run and its check both use: the known spectrum and basis, the cells
   and the probes.
-- ``check.py``: the verification against the blockwise Gram matrix, and its mutations.
-- ``check_cells.py``: the fast depth of the exact method: the cells' certificates, a sample.
-- ``check_pass.py``: the fast depth of the randomised method: one thin pass over the data.
+- ``check.py``: the check, declared, and the steps both depths share; ``check_mutations.py``
+  the wrong results it must catch; ``check_fast.py``: the cells' certificates and a sample of
+  them (exact, covariance) or one thin pass (randomized); ``check_full.py``: the blockwise
+  Gram matrix; ``check_replay.py``: the data drawn or read again, on the workers.
 
 Importing this package imports nothing: a worker that unpickles one of its tasks imports it
 first.

@@ -17,8 +17,8 @@ def save(workload: Workload, value: dict, path: str) -> None:
 
     The format is the ``--output``'s suffix (``path`` is a temporary beside it).
     """
-    final = workload.context["output"]
-    components = workload.context["components_found"]
+    final = workload.context.output
+    components = workload.context.found["components"]
     if final.lower().endswith(".npy"):
         with output_files.atomic(path) as temporary, open(temporary, "wb") as f:
             np.save(f, components)

@@ -49,9 +49,11 @@ from daskgpu.toolkit.params import (
 )
 from daskgpu.toolkit.registry import Resolved, Workload, pipeline
 from daskgpu.toolkit.timing import timed
+from daskgpu.verification import Grid
 from pipelines.pca import SUMMARY, shared, tasks
 from pipelines.pca import output as pca_output
-from pipelines.pca.check import MUTATIONS, verify
+from pipelines.pca.check import CHECK
+from pipelines.pca.shared import PcaContext
 
 CPU_DEFAULT_SAMPLES = 1_000_000
 DTYPES = ("float64", "float32")
@@ -281,10 +283,10 @@ def present(workload: Workload, raw: dict) -> dict:
     workload.description["explained_variance"] = np.asarray(result["explained_variance"])
     workload.description["explained_variance_ratio"] = np.asarray(
         result["explained_variance_ratio"])
-    workload.context["components_found"] = np.asarray(result["components"])
-    taken = result.get("method", workload.context["method"])
+    workload.context.found["components"] = np.asarray(result["components"])
+    taken = result.get("method", workload.context.method)
     workload.description["method"] = taken
-    if workload.context["method"] in ("auto", "covariance"):
+    if workload.context.method in ("auto", "covariance"):
         workload.description["accuracy"] = accuracy_note(result, taken)
     return value_of(result)
 
@@ -463,8 +465,8 @@ def warm_up(backend_name: str) -> None:
             dask.compute(spec.workload(backend, resolved).collection, scheduler="sync")
 
 
-@pipeline("pca-pipeline", SUMMARY, PARAMS, verify, settle=settle, baseline=baseline,
-          mutations=MUTATIONS, warm_up=warm_up)
+@pipeline("pca-pipeline", SUMMARY, PARAMS, CHECK, settle=settle, baseline=baseline,
+          warm_up=warm_up)
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy components: block summaries, their tree, the small SVD or eigh.
 
@@ -505,11 +507,10 @@ def prepare(resolved: Resolved) -> Workload:
             "passes": passes,
             "centred": "yes: column means subtracted (sample covariance, samples - 1)",
         },
-        context={"shape": (samples, features), "dtype": dtype.name, "row_chunks": x.chunks[0],
-                 "project": resolved["project"],
-                 "seed": resolved["seed"], "input": about["input"],
-                 "method": resolved["method"], "components": resolved["components"],
-                 "library": resolved.backend.array_library, "output": resolved["output"]},
+        context=PcaContext(Grid((x.chunks[0], (features,))), dtype.name, resolved["method"],
+                           resolved["components"], library=resolved.backend.array_library,
+                           seed=resolved["seed"], source=about["input"],
+                           project=resolved["project"], output=resolved["output"]),
         outputs=outputs,
         present=present,
         save=pca_output.save if resolved["output"] is not None else None,

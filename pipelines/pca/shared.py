@@ -6,16 +6,20 @@ Generated data are rows ``x = z diag(sigma) V^T``: ``z`` standard normal, drawn 
 basis from the run's seed. The population covariance is then ``V diag(sigma**2) V^T``: its principal
 components are the columns of ``V``, their variances ``sigma**2``. And the fast depth's layout:
 the cells of a block (:func:`cells`) and the seeded probes ``Q`` (:func:`probes`) that the run
-certifies every cell with. Nothing here factors or reduces the data.
+certifies every cell with; the accuracy rules of the covariance and randomised methods; and
+:class:`PcaContext`, what the check knows of a run. Nothing here factors or reduces the data.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from daskgpu.toolkit.numeric import seed_word
+from daskgpu.verification import Cells, Grid, Sampler
 
 # sigma_j = DECAY**j: distinct variances, each 0.81 of the one before, so that the leading
 # components stand apart (a randomised range finder converges on them) and the first ten explain
@@ -48,8 +52,6 @@ def basis(seed: int, features: int) -> np.ndarray:
     return q * np.where(np.diag(r) < 0, -1.0, 1.0)
 
 
-
-
 # --------------------------------------------------------------------------- the fast depth's
 # cells and probes: the run certifies every cell of every block against the probes ``Q``; the
 # check joins the certificates and computes a seeded sample of cells again.
@@ -58,9 +60,8 @@ def basis(seed: int, features: int) -> np.ndarray:
 # small share of a large array and the certificates (``features x PROBES`` a cell) a few MB.
 CELL_ROWS = 1024
 # Seeded standard normal vectors ``Q`` (features x PROBES, an even number: see
-# :func:`pipelines.pca.check._missed`) and their seed's tag.
+# :func:`pipelines.pca.check_fast.reach`).
 PROBES = 6
-PROBE_TAG = 0x9CA6
 
 
 def cells(rows: int, whole: bool = False) -> list[tuple[int, int]]:
@@ -79,12 +80,11 @@ def cells(rows: int, whole: bool = False) -> list[tuple[int, int]]:
 def probes(seed: int | None, samples: int, features: int) -> np.ndarray:
     """The seeded standard normal vectors ``Q`` (features x PROBES, float64).
 
-    From ``SeedSequence((seed, PROBE_TAG))``, or for an input (no seed) from its shape,
-    ``SeedSequence((samples, features, PROBE_TAG))``.
+    :meth:`Sampler.normal <daskgpu.verification.Sampler.normal>` of the check's "probes"
+    stream, from the run's seed or, for an input (no seed), its element count.
     """
-    entropy = (seed, PROBE_TAG) if seed is not None else (samples, features, PROBE_TAG)
-    return np.random.default_rng(np.random.SeedSequence(entropy)).standard_normal(
-        (features, PROBES))
+    entropy = seed if seed is not None else samples * features
+    return Sampler(entropy, "probes").normal((features, PROBES))
 
 
 # --------------------------------------------------------------------------- the covariance
@@ -145,3 +145,89 @@ def covariance_shortfall(lambdas, samples: int, features: int, trace: float, dty
         if not ours <= room * max(ACCURACY, theirs):
             return i, ours, theirs
     return None
+
+
+# What --method randomized promises: every component's residual ``|C v - s^2 v|`` within this
+# share of the largest variance ``s_1^2`` (an approximation's error: subspace iteration stops
+# after --power-iters passes), or within rounding where that is larger.
+RANDOMIZED_ACCURACY = 1e-3
+
+
+# --------------------------------------------------------------------------- the check's context
+
+
+@dataclass(frozen=True)
+class PcaContext:
+    """What pca-pipeline's check knows of a run.
+
+    Attributes
+    ----------
+    grid : Grid
+        The blocks of whole rows: ``Grid((row_chunks, (features,)))``.
+    dtype, method : str
+        The data's element type; ``--method`` as asked (``auto`` included).
+    components : int
+        Components asked for.
+    library : str
+        The workers' array library ("numpy", "cupy").
+    seed : int, optional
+        Generated data's seed (None for an input).
+    source : ArraySource, optional
+        The input (its ``path`` and ``kind``), or None for generated data.
+    project, output : str, optional
+        Where ``--project`` and ``--output`` write.
+    found : dict
+        What the run found, for writing it out (``components``), noted as it is presented.
+    """
+
+    grid: Grid
+    dtype: str
+    method: str
+    components: int
+    library: str = "numpy"
+    seed: int | None = None
+    source: Any = None
+    project: str | None = None
+    output: str | None = None
+    found: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def samples(self) -> int:
+        """Rows of the array."""
+        return self.grid.array_shape[0]
+
+    @property
+    def features(self) -> int:
+        """Columns of the array."""
+        return self.grid.array_shape[1]
+
+    @property
+    def random(self) -> bool:
+        """Whether the data are generated (drawn from the seed), not an input."""
+        return self.source is None
+
+    @property
+    def data_seed(self) -> int:
+        """The seed of generated data's ``z`` blocks (:func:`data_seed`)."""
+        return data_seed(self.seed)
+
+    @property
+    def sample_seed(self) -> int:
+        """The check's choices' seed: the run's, or for an input its element count."""
+        return self.seed if self.random else self.samples * self.features
+
+    def cuts(self, block: int) -> list[tuple[int, int]]:
+        """Block ``block``'s cells, as the run certifies them: whole blocks on a device."""
+        return cells(self.grid.chunks[0][block], whole=self.library != "numpy")
+
+    def cell_layout(self) -> Cells:
+        """The cells of every block, numbered block by block."""
+        return Cells(tuple(len(self.cuts(b)) for b in range(self.grid.blocks)))
+
+    def first_row(self, block: int) -> int:
+        """The first row of block ``block``."""
+        return self.grid.region(block)[0].start
+
+    def probes(self) -> np.ndarray:
+        """The seeded vectors ``Q`` that the run certifies every cell with (:func:`probes`)."""
+        return probes(self.seed, self.samples, self.features)

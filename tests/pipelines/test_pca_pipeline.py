@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import itertools
 import json
+import math
+import re
 
 import numpy as np
 import pytest
@@ -11,14 +15,31 @@ from conftest import compute_as_runner, run_cli, verify_on
 
 import daskgpu
 from daskgpu.errors import InputFileError, ParameterError
-from daskgpu.toolkit.backends import Backend
+from daskgpu.toolkit.backends import Backend, to_host
 from daskgpu.toolkit.numeric import CounterGenerator, seed_word
+from daskgpu.verification import Grid
+from daskgpu.verification.probes import normal_reach
 from pipelines.pca import check as pca_check
-from pipelines.pca import check_cells, check_pass
+from pipelines.pca import check_fast, check_replay
 from pipelines.pca import shared as pca_data
 from pipelines.pca import tasks as pca_blocks
+from pipelines.pca.shared import PcaContext
 
 CPU2 = Backend("cpu", "numpy", "pandas", workers=2, threads=2)
+
+
+def _on_device(rows, features: int, seed: int) -> PcaContext:
+    """The context of generated data on GPU workers (CuPy: the strict stand-in)."""
+    return PcaContext(Grid((rows, (features,))), "float64", "exact", 2, "cupy", seed)
+
+
+def _rows(ctx: PcaContext) -> np.ndarray:
+    """Generated rows as the run forms them (``z diag(sigma) V^T`` in the data's dtype), their
+    ``z`` drawn again by the check (on the host)."""
+    z = [to_host(check_replay.z_of(ctx, i)) for i in range(ctx.grid.blocks)]
+    d = ctx.features
+    return pca_blocks.generate_block(np.concatenate(z), pca_data.spectrum(d),
+                                     pca_data.basis(ctx.seed, d).T)
 
 
 def _pca(x: np.ndarray, k: int):
@@ -81,8 +102,7 @@ def test_generated_data_verify_and_match_numpy(cpu_client, method):
     check = verify_on(cpu_client, spec, workload, raw)
     assert check.ok, check.detail
     assert "sampling error" in check.detail
-    blocks = [pca_check.block_of(workload.context, i) for i in range(5)]
-    variance, components = _pca(np.concatenate(blocks), 4)
+    variance, components = _pca(_rows(workload.context), 4)
     result = raw["result"]
     np.testing.assert_allclose(result["explained_variance"], variance, rtol=1e-8)
     _same_directions(result["components"], components, 1e-6)
@@ -151,18 +171,19 @@ def test_gpu_branch_computes_with_the_blocks_library(cupy_stand_in):
     x = pca_blocks.generate_block(cupy.asarray(z), *factors, "cupy")
     assert isinstance(x, cupy.ndarray)
     np.testing.assert_allclose(x.get(), pca_blocks.generate_block(z, *factors), rtol=1e-13)
-    ctx = {"shape": (20, 4), "row_chunks": (10, 10), "library": "cupy", "input": None,
-           "seed": 0, "dtype": "float64"}
-    drawn = pca_check.block_of(ctx, 1)
+    ctx = _on_device((10, 10), 4, 0)
+    drawn = check_replay.z_of(ctx, 1)
     (word,) = cupy.seeds  # CuPy's generator seeded with an integer
     z = CounterGenerator(np, np.random.SeedSequence(pca_data.data_seed(0), spawn_key=(1,))
                          ).standard_normal((10, 4))  # the device's scheme
     want = pca_blocks.generate_block(z, pca_data.spectrum(4), pca_data.basis(0, 4).T)
-    np.testing.assert_allclose(drawn.get(), want, rtol=1e-13)
-    rows, mean, scatter = pca_check.block_scatter(ctx, 1)
+    np.testing.assert_allclose(drawn.get(), z, rtol=1e-13)
+    f, _ = check_replay.framed(ctx, np.eye(4))  # the rows are z F
+    rows, mean, product, _ = check_replay.block_products(ctx, 1, f)
+    scatter = f.T @ product
     centred = want - want.mean(axis=0)
     assert rows == 10 and isinstance(scatter, np.ndarray)
-    np.testing.assert_allclose(mean, want.mean(axis=0), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(f.T @ mean, want.mean(axis=0), rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(scatter, centred.T @ centred, rtol=1e-12, atol=1e-13)
 
 
@@ -217,7 +238,7 @@ def test_projection_written_and_checked(cpu_client, tmp_path):
     assert "projection" in result.verification and result.data["passes"] == 2
     spec, workload, raw = compute_as_runner(cpu_client, "pca-pipeline",
                                             **{**params, "project": str(tmp_path / "u.zarr")})
-    x = np.concatenate([pca_check.block_of(workload.context, i) for i in range(4)])
+    x = _rows(workload.context)
     expected = (x - x.mean(axis=0)) @ raw["result"]["components"].T
     np.testing.assert_allclose(zarr.open_array(str(tmp_path / "t.zarr"))[:], expected,
                                rtol=1e-9, atol=1e-9)
@@ -241,35 +262,39 @@ def _context(**params):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_the_thin_pass_gives_the_gram_matrix_times_m(monkeypatch, tmp_path, dtype):
-    """Generated blocks in z's frame, an input as read, slab by slab: C M as the full depth's C."""
+    """Generated blocks in z's frame, an input as read, slab by slab: C M as NumPy's C of the
+    rows, and the full depth's C (M = I)."""
     import dask
 
-    monkeypatch.setattr(check_pass, "SLAB_ELEMENTS", 12 * 70)  # slabs of 70 rows
+    monkeypatch.setattr(check_replay, "SLAB_ELEMENTS", 12 * 70)  # slabs of 70 rows
     generated = _context(samples=1000, features=12, components=3, chunks=300, seed=4,
                          dtype=dtype)
-    x = np.concatenate([pca_check.block_of(generated, i) for i in range(4)]) + 50.0
-    np.save(tmp_path / "x.npy", x)
+    x = _rows(generated)
+    np.save(tmp_path / "x.npy", x + 50.0)
     read = _context(input=str(tmp_path / "x.npy"), components=3, chunks=300)
     m = np.random.default_rng(0).standard_normal((12, 5))
-    for ctx in (generated, read):
+    for ctx, rows in ((generated, x), (read, np.load(tmp_path / "x.npy"))):
+        wide = rows.astype(np.float64)
+        centred = wide - wide.mean(axis=0)
+        scatter = centred.T @ centred
+        scale = np.trace(scatter)
         with dask.config.set(scheduler="sync"):
-            fast, full = check_pass.products(ctx, m), pca_check.recompute(ctx)
-        scale = full["trace"]
-        assert fast["rows"] == 1000
-        rounding = 1e-12 if ctx["input"] is not None or dtype == "float64" else 1e-5
-        np.testing.assert_allclose(fast["cm"], full["scatter"] @ m, atol=rounding * scale)
-        assert fast["trace"] == pytest.approx(full["trace"], rel=rounding)
-        np.testing.assert_allclose(fast["mean"], full["mean"], rtol=1e-12, atol=rounding)
+            fast, full = check_replay.products(ctx, m), check_replay.products(ctx, np.eye(12))
+        assert fast["rows"] == full["rows"] == 1000
+        rounding = 1e-12 if not ctx.random or dtype == "float64" else 1e-5
+        np.testing.assert_allclose(fast["cm"], scatter @ m, atol=rounding * scale)
+        np.testing.assert_allclose(full["cm"], scatter, atol=rounding * scale)
+        assert fast["trace"] == pytest.approx(scale, rel=rounding) == full["trace"]
+        np.testing.assert_allclose(fast["mean"], wide.mean(axis=0), rtol=1e-12, atol=rounding)
 
 
 def test_device_branch_of_the_thin_pass_draws_a_block_whole(cupy_stand_in):
     """The CuPy path (the strict stand-in): z drawn once with an integer seed, reduced whole;
     the sums those of NumPy on the same z."""
     xp = cupy_stand_in
-    ctx = {"shape": (40, 6), "row_chunks": (25, 15), "library": "cupy", "input": None,
-           "seed": 2, "dtype": "float64"}
+    ctx = _on_device((25, 15), 6, 2)
     m = np.random.default_rng(1).standard_normal((6, 3))
-    rows, mean, product, squares = check_pass.block_products(ctx, 1, m)
+    rows, mean, product, squares = check_replay.block_products(ctx, 1, m)
     word = seed_word(np.random.SeedSequence(pca_data.data_seed(2), spawn_key=(1,)))
     assert xp.seeds == [word]
     z = CounterGenerator(np, np.random.SeedSequence(pca_data.data_seed(2), spawn_key=(1,))
@@ -283,16 +308,23 @@ def test_device_branch_of_the_thin_pass_draws_a_block_whole(cupy_stand_in):
 
 def test_the_certificate_test_lets_a_wrong_r_through_rarely():
     """The stated probability is the chi-square tail; a Gram matrix off R^T R in one direction
-    by tau/2 passes the test that often (the fraction of 20000 draws, about 0)."""
-    assert 4e-6 < pca_check._missed() < 6e-6
+    by the stated reach passes the comparison that often (the fraction of 20000 draws, about
+    0)."""
+    probes = pca_data.PROBES
+    floor = (2 / normal_reach(1.0, probes)) ** 2  # the chi-square's value the reach stands on
+    half = floor / 2  # P(chi^2_6 <= floor) = P(Poisson(floor / 2) >= 3)
+    tail = math.exp(-half) * math.fsum(half**i / math.factorial(i)
+                                       for i in range(probes // 2, probes // 2 + 40))
+    assert 0.9e-9 < tail <= 1e-9
     rng = np.random.default_rng(0)
     d = 16
     u = np.linalg.qr(rng.standard_normal((d, 1)))[0][:, 0]
+    limit = 1.0  # each |(E q)_ij| may reach 2 limit; their norm, sqrt(d probes) limit
+    off = normal_reach(limit * math.sqrt(d * probes), probes)
     passed = 0
     for _ in range(20_000):
-        q = rng.standard_normal((d, pca_check.PROBES))
-        off = np.linalg.norm(0.5 * np.outer(u, u) @ q)  # |E| = tau / 2, tau = 1
-        passed += off <= pca_check.PROBE_MARGIN * 0.5
+        q = rng.standard_normal((d, probes))
+        passed += bool((np.abs(off * np.outer(u, u) @ q) <= 2 * limit).all())
     assert passed <= 1
 
 
@@ -437,6 +469,75 @@ def test_a_skipped_top_component_fails_both_depths_on_an_input(in_process_client
         assert "largest" in check.detail or "outside" in check.detail, check.detail
 
 
+# A fault confined to one part: a block chosen by a seeded draw (not the first), the last block,
+# and for the randomised method an early power iteration. Ten blocks of two cells: a block holds
+# a tenth of the cells, which the fast sample catches with probability at least 99.9 %.
+PARTS = {"samples": 20_480, "features": 16, "components": 4, "chunks": 2048, "seed": 12}
+RANDOM_BLOCK = int(np.random.default_rng(2026).integers(1, 9))  # neither the first nor the last
+# What a failed detail names: the block's cells, the trace, the run's Gram matrix, a component.
+NAMED = (r"cell \d of block {block}: \S+|total variance \S+, trace of the Gram matrix gives"
+         r"|is not the data's Gram matrix|component \d is no eigenvector")
+
+
+def _block_off(block: int):
+    """``tasks.draw_block`` with block ``block``'s rows 0.1 % off (its ``z`` scaled)."""
+    original = pca_blocks.draw_block
+
+    def drawn(seed, number, *args, **kwargs):
+        z, states = original(seed, number, *args, **kwargs)
+        if number == block:
+            z *= 1.001
+        return z, states
+
+    return drawn
+
+
+@pytest.mark.parametrize("method", ["exact", "covariance", "randomized"])
+@pytest.mark.parametrize("where", ["random", "last"])
+def test_a_fault_in_one_block_fails_both_depths(in_process_client, monkeypatch, method, where):
+    """The rows of one block 0.1 % off: its cells (fast, exact and covariance), the trace of the
+    thin pass (fast, randomized) and of the blockwise Gram matrix (full) disagree."""
+    block = RANDOM_BLOCK if where == "random" else PARTS["samples"] // PARTS["chunks"] - 1
+    assert 0 < block
+    with monkeypatch.context() as patched:
+        patched.setattr(pca_blocks, "draw_block", _block_off(block))
+        spec, workload, raw = compute_as_runner(in_process_client, "pca-pipeline", **PARTS,
+                                                method=method)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok, (depth, check.detail)
+        assert re.search(NAMED.format(block=block), check.detail), (depth, check.detail)
+        if depth == "fast" and method != "randomized":
+            assert f"of block {block}:" in check.detail, check.detail
+
+
+def test_a_fault_in_an_early_power_iteration_fails_both_depths(in_process_client, monkeypatch):
+    """Every power iteration multiplies by the data again, so a fault in an early one only moves
+    the next one's start, which the later ones wash out, unless it takes away a direction they
+    cannot bring back: the first iteration's basis losing the leading eigenvector keeps it lost
+    to the end (the top component skipped)."""
+    params = {**PARTS, "method": "randomized"}
+    rows = _rows(_context(**params))
+    centred = rows - rows.mean(axis=0)
+    lead = np.linalg.eigh(centred.T @ centred)[1][:, -1]
+    original = pca_blocks.next_basis
+
+    def lost(total):  # the count lives in the module: a task's copy of this function shares it
+        basis = original(total)
+        if next(pca_blocks.steps_taken):
+            return basis
+        return np.linalg.qr(basis - np.outer(lead, lead @ basis))[0]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(pca_blocks, "steps_taken", itertools.count(), raising=False)
+        patched.setattr(pca_blocks, "next_basis", lost)
+        spec, workload, raw = compute_as_runner(in_process_client, "pca-pipeline", **params)
+        assert next(pca_blocks.steps_taken) == 4  # --power-iters 4: the fault in the first
+    for depth, named in (("fast", "outside the components"), ("full", "largest eigenvalues")):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok and named in check.detail, (depth, check.detail)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("method", ["exact", "randomized"])
 def test_on_gpu_workers_both_depths_verify_and_catch_a_rotation(method):
@@ -461,11 +562,7 @@ CELLS = {"samples": 40_000, "features": 16, "components": 4, "chunks": 10_000, "
 
 def _sampled(workload) -> list[int]:
     """The cells the fast depth computes again (their numbers over all blocks)."""
-    from daskgpu.toolkit import spot_checks
-
-    population = sum(len(c) for c in check_cells.block_cells(workload.context))
-    return spot_checks.seeded_sample(population, spot_checks.sample_size(population),
-                                     check_cells.sample_seed(workload.context)).tolist()
+    return list(check_fast.cell_plan(workload.context).parts)
 
 
 def _cell(raw, number: int) -> tuple[dict, int]:
@@ -506,16 +603,16 @@ def test_the_cells_tile_the_blocks_and_their_certificates_join_into_the_gram_mat
     assert check.ok, check.detail
     assert f"{len(_sampled(workload))} of 40 cells checked again" in check.detail
     ctx = workload.context
-    failure, gram = check_cells.certified(ctx, raw["cells"], pca_check.probes(ctx))
+    failure, gram = check_fast.join_certificates(ctx, raw["cells"])
     full = verify_on(cpu_client, spec, workload, raw, "full")
     assert failure is None and full.ok
-    x = np.concatenate([pca_check.block_of(ctx, i) for i in range(4)])
+    x = _rows(ctx)
     centred = x - x.mean(axis=0)
     scatter = centred.T @ centred
-    np.testing.assert_allclose(gram["cq"], scatter @ gram["probes"], rtol=1e-10,
+    np.testing.assert_allclose(gram.cq, scatter @ gram.probes, rtol=1e-10,
                                atol=1e-10 * np.trace(scatter))
-    assert gram["trace"] == pytest.approx(np.trace(scatter), rel=1e-12)
-    np.testing.assert_allclose(gram["mean"], x.mean(axis=0), atol=1e-14)
+    assert gram.trace == pytest.approx(np.trace(scatter), rel=1e-12)
+    np.testing.assert_allclose(gram.mean, x.mean(axis=0), atol=1e-14)
 
 
 def test_a_sampled_cells_certificate_altered_in_a_way_the_sums_hide_is_caught(cpu_client,
@@ -625,9 +722,8 @@ def test_device_branches_certify_and_recompute_a_whole_block(cupy_stand_in):
     branch does, and the check draws it again whole (an integer seed) and finds the same
     sums."""
     xp = cupy_stand_in
-    ctx = {"shape": (1515, 6), "row_chunks": (1500, 15), "library": "cupy",
-           "input": None, "seed": 2, "dtype": "float64"}
-    assert check_cells.block_cells(ctx) == [[(0, 1500)], [(0, 15)]]
+    ctx = _on_device((1500, 15), 6, 2)
+    assert [ctx.cuts(b) for b in range(2)] == [[(0, 1500)], [(0, 15)]]
     q = pca_data.probes(2, 1515, 6)
     word = seed_word(np.random.SeedSequence(pca_data.data_seed(2), spawn_key=(1,)))
     x = pca_blocks.generate_block(CounterGenerator(np, np.random.SeedSequence(
@@ -639,13 +735,13 @@ def test_device_branches_certify_and_recompute_a_whole_block(cupy_stand_in):
         np.testing.assert_allclose(made[key], on_numpy[key], rtol=1e-12, atol=1e-14)
     centred = x - x.mean(axis=0)
     np.testing.assert_allclose(made["g"][0], centred.T @ centred @ q, rtol=1e-12)
-    f, multiplier = check_pass.framed(ctx, q)
-    ((j, sums),) = check_cells.cell_sums(ctx, 1, [0], None, f, multiplier)
+    f, multiplier = check_replay.framed(ctx, q)
+    ((j, sums),) = check_replay.cell_sums(ctx, 1, [0], None, f, multiplier)
     assert j == 0 and xp.seeds == [word] and sums["count"] == 15
     cells = {key: made[key] for key in ("counts", "means", "squares", "g")}
-    assert check_cells._compared(ctx, sums, cells, 0, q) is None
+    assert check_fast.cell_problem(ctx, sums, cells, 0, q) is None
     cells["g"] = cells["g"] * (1 + 1e-6)
-    assert "X_c^T X_c Q" in check_cells._compared(ctx, sums, cells, 0, q)
+    assert "X_c^T X_c Q" in check_fast.cell_problem(ctx, sums, cells, 0, q)
 
 
 @pytest.mark.gpu
@@ -776,7 +872,7 @@ def test_auto_keeping_covariance_where_it_cannot_vouch_fails_the_check(cpu_clien
                                             components=8, chunks=1000, method="covariance")
     assert raw["result"]["shortfall"] is not None
     assert verify_on(cpu_client, spec, workload, raw, "fast").ok
-    workload.context["method"] = "auto"
+    workload.context = dataclasses.replace(workload.context, method="auto")
     for depth in ("fast", "full"):
         check = verify_on(cpu_client, spec, workload, raw, depth)
         assert not check.ok and "kept where it cannot vouch" in check.detail, check.detail
@@ -845,10 +941,8 @@ def test_the_baseline_fills_one_array_and_takes_only_singular_values(cupy_stand_
         wholes[memory] = whole[0]
     ((a, kwargs),) = calls  # only where the copy fits
     assert kwargs == {"compute_uv": False} and a is wholes[10**12]
-    x = np.concatenate([pca_check.block_of({"shape": (40_000, 16),
-                                            "row_chunks": (9000,) * 4 + (4000,),
-                                            "library": "cupy", "input": None, "seed": 3,
-                                            "dtype": "float64"}, i).get() for i in range(5)])
+    ctx = _on_device((9000,) * 4 + (4000,), 16, 3)
+    x = _rows(ctx)
     variance, _ = _pca(x, 4)
     for answer in answers.values():
         np.testing.assert_allclose(answer["explained_variance"][:4], variance, rtol=1e-10)
