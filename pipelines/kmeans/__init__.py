@@ -6,10 +6,10 @@
 - ``labels.py``: ``--labels``: the pass writing every point's nearest final centroid.
 - ``baseline.py``: the one-process peer of the loop.
 - ``tasks.py``: what runs on the workers: the shards, the fused kernel pass, Lloyd's loop.
-- ``shared.py``: what the run and its check both use: the data's scheme and constants.
-- ``check.py``: the verification of every iteration, and its mutations.
-- ``check_init.py``: the check of the initialisation and the blobs' true centres.
-- ``check_outputs.py``: the check of the cluster sizes, ``--output`` and ``--labels``.
+- ``shared.py``: what the run and its check both use: the data's scheme, the check's context.
+- ``check.py``: the verification (``CHECK``), declared on :mod:`daskgpu.verification`.
+- ``check_fast.py``, ``check_replay.py``, ``check_mutations.py``: its fast-only step, its
+  recomputations on the workers, and the wrong results it must reject.
 
 Importing this package imports nothing: a worker that unpickles one of its tasks imports it
 first.

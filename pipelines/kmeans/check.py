@@ -1,491 +1,598 @@
-"""Independent verification of kmeans-pipeline's result (:func:`verify`) and its mutations.
+"""kmeans-pipeline's check, declared on :mod:`daskgpu.verification`.
 
-At ``depth="fast"`` (the default of a run) :mod:`pipelines.kmeans.check_fast` checks the last
-iteration whole and the cell sums the run reports, on the points it kept. What the full check
-establishes, on data it draws again on the workers from the documented
-per-shard seeds, its own way, with every value in float64, over all points:
-
-- the iterations stop as the rule says: every shift but the last over ``--tol``, and the last
-  one within it unless ``--max-iter`` iterations ran; random initial centroids are the seeded
-  points of the data; a k-means|| initialisation is checked from what it reports choosing
-  (:mod:`pipelines.kmeans.check_init`): candidates that are the data's points, sampled as their
-  seeded draws and the recomputed costs say, weights recomputed over all points, initial
-  centroids a fixed point of weighted Lloyd on them, and (generated blobs, as many centroids as
-  blobs) every blob seeded once;
-- every iteration is one Lloyd step: each reported centroid is the mean of the points nearest
-  the previous centroids (the previous centroid where none is), so the final centroids are a
-  fixed point within ``--tol`` of the step that gave them; every reported inertia is that of
-  its centroids, and the inertia never increases;
-- with as many centroids as blobs, where each blob's centre has exactly one centroid near it,
-  every centroid lies within a few standard errors (``1 / sqrt(points)``) of that centre: the
-  blobs were found. (Lloyd's iteration may rightly end in a local optimum that pairs
-  centroids and blobs otherwise; the detail says so and the check does not fail.) Points read
-  from ``--input`` have no true centres: not compared. The check reads them again with NumPy's
-  or Zarr's own reader; a point with a NaN or infinite coordinate is left out, as the kernel
-  documents.
-
-A point's nearest centroid is known only up to rounding: the run's distances (in the data's
-dtype, the centroids rounded to it) and the check's (float64, ``|x|^2 - 2 x.c + |c|^2``) each
-err by a bounded amount; a point whose nearest centroids are within both errors of each other
-may go to either, and the allowed difference of each mean counts such points. Sums of many
-float64 terms follow Higham and Mary's probabilistic bound, ``LAMBDA * sqrt(n) * u``.
-
-It shares no code with the run (:mod:`pipelines.kmeans.pipeline`, :mod:`pipelines.kmeans.tasks`,
-:mod:`pipelines.kmeans.init`,
-the kernel, :mod:`daskgpu.toolkit.data_parallel`): it takes from :mod:`pipelines.kmeans.shared` only
-the scheme's constants. ``MUTATIONS`` are the wrong results it must reject.
+The run reports sums per cell of consecutive points beside its answer (Lloyd's totals of every
+iteration but the last; k-means||'s costs, sampled points and weights). Both depths recompute,
+a task a shard (:mod:`.check_replay`), on the points the run kept (``fast``) or on every shard
+drawn or read again (``full``): the cells of the plan (a seeded sample, or all), the last
+iteration (or all) over all points, the initialisation, the outputs. See ``docs/pipelines``.
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
 import math
+import operator
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
-import dask
 import numpy as np
 
-from daskgpu.toolkit import data_parallel
-from daskgpu.toolkit.backends import to_host
-from daskgpu.toolkit.numeric import generator
-from daskgpu.toolkit.registry import Mutation, Verification, Workload
-from pipelines.kmeans import check_init as init_checks
-from pipelines.kmeans.check_init import EPS64, LAMBDA, ROUNDS
-from pipelines.kmeans.check_init import near_sets as _near_sets
-from pipelines.kmeans.check_outputs import check_outputs
-from pipelines.kmeans.shared import POINTS, SEPARATION
+from daskgpu.verification import Check, Plan, Sampler, Unreadable, differences, replay
+from daskgpu.verification.bounds import FALSE_ALARM, rounding, share, sigmas, tolerance
+from pipelines.kmeans import check_replay as again
+from pipelines.kmeans import shared
+from pipelines.kmeans.check_fast import data_kept
+from pipelines.kmeans.check_mutations import MUTATIONS
+from pipelines.kmeans.shared import KMeansContext
 
-FALSE_ALARM = 1e-9  # chance that a correct run's centroid falls outside the blob's bound
-SLAB = 16_384  # points recomputed at once in float64
-
-
-def verify(workload: Workload, raw, depth: str = "full") -> Verification:
-    """Check the iterations, inertias and centroids of a k-means run.
-
-    ``depth="full"``: against a float64 replay on data drawn or read again (see the module's
-    docstring); ``"fast"``: on the points the run kept, with the k-means|| initialisation's
-    cells sampled (:mod:`pipelines.kmeans.check_fast`). A presented run's shards are let go
-    once the check no longer needs them (the full check, before it draws its own).
-    """
-    from pipelines.kmeans.check_fast import verify_fast  # it builds on this module's rules
-
-    ctx = workload.context
-    # what this run wrote: the temporaries renamed into place once it has verified
-    written = {name: workload.written(ctx[name]) for name in ("output", "labels")
-               if ctx.get(name) and workload.written(ctx[name]) != ctx[name]}
-
-    def and_outputs(check):
-        def checked(ctx: dict, raw) -> Verification:
-            final: dict = {}
-            verdict = check(ctx, raw, final)
-            if not verdict.ok:
-                return verdict
-            return check_outputs(ctx, raw, written, final, verdict, depth)
-        return checked
-
-    return data_parallel.check_kept_shards(ctx, and_outputs(verify_fast),
-                                           and_outputs(_verify_full), raw, depth)
+PROBES = 4  # random directions the fast check compares sums along
+ROUNDS = shared.KMEANS_PARALLEL_ROUNDS
+MIN_BLOB = 100  # a blob of fewer points need not be seeded
 
 
-def redrawn_points(ctx: dict, index: int, start: int, rows: int):
-    """Shard ``index``'s points (rows ``start`` on), drawn or read again the check's way."""
-    return _shard_points(ctx["seed"], index, rows, ctx["clusters"], ctx["features"],
-                         ctx["dtype"], ctx["library"], ctx.get("input"), start)[0]
+class Plans(NamedTuple):
+    """The cells a depth recomputes: Lloyd's (``t * cells + g``), k-means||'s, the labels'."""
+
+    lloyd: Plan
+    cells: Plan
+    labels: Plan
 
 
-def _verify_full(ctx: dict, raw, final: dict | None = None) -> Verification:
-    """The full check; ``final`` gets what it counted at the final centroids."""
-    failure = _check_structure(ctx, raw) or _check_stop(ctx, raw)
-    if not failure and ctx["init"] != "random":
-        failure = init_checks.check_reported(ctx, raw.get("init"))
-    if failure:
-        return Verification(False, failure)
-    trajectory = np.asarray(raw["centroids"], dtype=np.float64)
-    totals = _recompute(ctx, trajectory, raw.get("init") if ctx["init"] != "random" else None)
-    for check in (_check_init, _check_steps, _check_inertias, _check_descent):
-        failure = check(ctx, raw, totals)
-        if failure:
-            return Verification(False, failure)
-    found = _check_centres(ctx, trajectory[-1], totals)
-    if found.startswith("centroid"):
-        return Verification(False, found)
-    iterations = len(trajectory) - 1
-    if final is not None:
-        final.update(counts=totals["counts"][-1], near=totals["near"][-1],
-                     points=float(totals["counts"][-1].sum()))
-    after = _lloyd(trajectory[-1], totals, iterations)[0]
-    move = float(np.sqrt(((after - trajectory[-1]) ** 2).sum(axis=1)).max())
-    return Verification(True, (
-        f"{totals['init_words']}; all {iterations} iterations recomputed in float64 on all "
-        f"{ctx['samples']} points agree; {iterations + 1} inertias agree and never increase; "
-        f"one more step would move the centroids by {move:.3g}; {found}"))
+def plans(ctx: KMeansContext, iterations: int, depth: str) -> Plans:
+    """Every cell at ``full``; at ``fast`` a seeded sample (a tenth caught at 99.9 %)."""
+    lloyd = (iterations - 1) * ctx.cells(ctx.lloyd_rows(iterations)).total
+    return Plans(*(Plan.at(depth, total, Sampler(ctx.seed, purpose), unit=unit)
+                   for total, purpose, unit in (
+                       (lloyd, "lloyd cells", "Lloyd cells"),
+                       (ctx.cells(ctx.cell_rows).total, "cells", "cells"),
+                       (ctx.cells(ctx.label_rows).total, "labels", "cells"))))
 
 
-# --------------------------------------------------------------------------- the replay
+@dataclass
+class Reported:
+    """What the check reads of a result (:func:`read`), then what :func:`recompute` found."""
+
+    trajectory: np.ndarray
+    inertias: np.ndarray
+    counts: np.ndarray
+    init: dict | None
+    lloyd_cells: dict | None
+    labels: dict | None
+    written: dict
+    shards: list = field(default_factory=list)
+    whole: dict = field(default_factory=dict)
+    picked: np.ndarray | None = None
+    probes: np.ndarray | None = None
+    plans: Plans | None = None
+
+    @property
+    def iterations(self) -> int:
+        """Lloyd iterations run; the last starts at centroid set ``iterations - 1``."""
+        return len(self.trajectory) - 1
+
+    @property
+    def final(self) -> again.Totals:
+        """Lloyd's totals over all points at the final centroids."""
+        return self.whole[self.iterations]
 
 
-def _read(source: dict, start: int, rows: int, dtype: str, xp):
-    """Rows ``start .. start + rows - 1`` of the input, read with its format's own reader."""
-    if source["kind"] == "npy":
-        points = np.load(source["path"], mmap_mode="r")  # allow_pickle stays False
-    else:
-        import zarr
-
-        points = zarr.open_array(source["path"], mode="r")
-    return xp.asarray(np.asarray(points[start:start + rows]).astype(dtype))
-
-
-def shard_totals(seed: int, index: int, rows: int, clusters: int, dtype: str, library: str,
-                 trajectory: np.ndarray, picked: np.ndarray, source: dict | None = None,
-                 start: int = 0, candidates: np.ndarray | None = None,
-                 sampling: dict | None = None) -> dict:
-    """Redraw (or read) shard ``index`` and total, in float64, what the checks compare.
-
-    For each centroids ``trajectory[t]``: per centroid, the points nearest it, their sum, the
-    sum of their magnitudes, and (``near``, ``near_abs``) the points that may be nearest it
-    within rounding; the inertia and its rounding allowance. The points at ``picked``. For
-    ``candidates`` (k-means||'s): the points nearest each (``weights``) and those that may be
-    by a rounding tie (``weights_near``), and with ``sampling`` (the shard's
-    :func:`pipelines.kmeans.check_init.sampling_plan`) its sampling replayed. Generated
-    points: the points of each blob (``blob_points``). With ``source`` (an input's path and
-    kind) the shard is its rows from ``start``. Runs on a worker.
-    """
-    xp = importlib.import_module(library)
-    steps, k, d = trajectory.shape
-    points, counted, blob_points, local = _shard_points(seed, index, rows, clusters, d, dtype,
-                                                        library, source, start)
-    unit = float(np.finfo(dtype).eps) / 2
-    c = xp.asarray(trajectory)
-    c_norm2 = (c ** 2).sum(axis=2)  # (steps, k)
-    out = {name: xp.zeros((steps, k)) for name in ("counts", "near")}
-    for name in ("sums", "abs_sums", "near_abs"):
-        out[name] = xp.zeros((steps, k, d))
-    out["inertia"], out["inertia_tol"] = xp.zeros(steps), xp.zeros(steps)
-    part = SLAB
-    if candidates is not None:
-        cand = xp.asarray(candidates)
-        cand_norm2 = (cand ** 2).sum(axis=1)
-        out["weights"], out["weights_near"] = xp.zeros(len(cand)), xp.zeros(len(cand))
-        part = max(256, (1 << 22) // max(len(cand), 1))  # bounds the distances held at once
-        replay = init_checks.Replay(sampling) if sampling is not None else None
-    for first in range(0, counted.shape[0], SLAB):
-        x = counted[first:first + SLAB].astype(np.float64)
-        ax = xp.abs(x)
-        x_norm2 = (x ** 2).sum(axis=1)
-        for lo in range(0, x.shape[0] if candidates is not None else 0, part):
-            nearest, _, _, err, _, shared, dist = _near_sets(
-                x[lo:lo + part], x_norm2[lo:lo + part], cand, cand_norm2, unit, xp)
-            out["weights"] += xp.bincount(nearest, minlength=len(cand))
-            out["weights_near"] += shared.sum(axis=0)
-            if replay is not None:
-                at = first + lo
-                replay.add(local[at:at + len(nearest)], dist, err, x_norm2[lo:lo + part],
-                           cand_norm2, xp)
-        for t in range(steps):
-            _add_nearest_totals(out, t, x, ax, x_norm2, c[t], c_norm2[t], unit, xp)
-    total = {name: to_host(value) for name, value in out.items()}
-    total["inertia_tol"] += LAMBDA * math.sqrt(max(rows, 1)) * EPS64 * total["inertia"]
-    total["picked"] = to_host(points[xp.asarray(picked)].astype(np.float64))
-    if blob_points is not None:
-        total["blob_points"] = blob_points
-    if candidates is not None and sampling is not None:
-        total.update(replay.totals(start))
-    return total
+def read(workload, raw) -> Reported:
+    """The reported iterations, their shapes checked, and the outputs this run wrote."""
+    ctx: KMeansContext = workload.context
+    if not isinstance(raw, dict) or not {"centroids", "inertias", "iterations"} <= set(raw):
+        raise Unreadable(f"result carries no centroids, inertias and iterations to check: "
+                         f"{type(raw)}")
+    trajectory, steps = np.asarray(raw["centroids"]), int(raw["iterations"])
+    sets = len(trajectory) if trajectory.ndim else 0
+    for wrong, problem in (
+            (trajectory.ndim != 3 or trajectory.shape[1:] != (ctx.k, ctx.features),
+             f"centroids of shape {trajectory.shape}; (iterations + 1, k, d) expected"),
+            (sets != steps + 1 or len(raw["inertias"]) != steps + 1,
+             f"{steps} iterations reported, {sets} centroid sets and "
+             f"{len(raw['inertias'])} inertias (iterations + 1 expected)"),
+            (not 1 <= steps <= ctx.max_iter,
+             f"{steps} iterations reported; between 1 and --max-iter {ctx.max_iter} expected"),
+            (not np.all(np.isfinite(trajectory)), "centroids hold NaN or infinite values")):
+        if wrong:
+            raise Unreadable(problem)
+    written = {name: workload.written(path) for name, path in (("output", ctx.output),
+                                                                ("labels", ctx.labels))
+               if path and workload.written(path) != path}
+    return Reported(trajectory.astype(np.float64), np.asarray(raw["inertias"], np.float64),
+                    np.asarray(raw.get("counts", ()), np.float64), raw.get("init"),
+                    raw.get("cells"), raw.get("labels"), written)
 
 
-def _shard_points(seed: int, index: int, rows: int, clusters: int, d: int, dtype: str,
-                  library: str, source: dict | None, start: int):
-    """Shard ``index``'s points: redrawn from the seed, or read from the input.
-
-    Returns the points, those counted (an input's finite rows), the points of each blob
-    (generated data only, else None) and the counted points' rows within the shard.
-    """
-    xp = importlib.import_module(library)
-    if source is None:
-        sequence = np.random.SeedSequence(seed, spawn_key=(POINTS, index))
-        rng = generator(library, sequence)
-        blob = rng.integers(0, clusters, rows)
-        points = rng.standard_normal((rows, d), dtype=dtype)
-        points += xp.asarray(init_checks.true_centres(seed, clusters, d).astype(dtype))[blob]
-        blob_points = to_host(xp.bincount(blob, minlength=clusters)).astype(np.float64)
-        return points, points, blob_points, np.arange(rows)
-    points = _read(source, start, rows, dtype, xp)
-    finite = xp.isfinite(points).all(axis=1)
-    return points, points[finite], None, np.flatnonzero(to_host(finite))
-
-
-def _add_nearest_totals(out: dict, t: int, x, ax, x_norm2, c, c_norm2, unit: float, xp) -> None:
-    """Add one slab's totals for the centroids ``c`` of iteration ``t`` into ``out``."""
-    k = c.shape[0]
-    best, low, low_err, err, within, shared, _ = _near_sets(x, x_norm2, c, c_norm2, unit, xp)
-    onehot = (best[:, None] == xp.arange(k)[None]).astype(np.float64)
-    out["counts"][t] += onehot.sum(axis=0)
-    out["sums"][t] += onehot.T @ x
-    out["abs_sums"][t] += onehot.T @ ax
-    out["near"][t] += shared.sum(axis=0)
-    out["near_abs"][t] += shared.astype(np.float64).T @ ax
-    out["inertia"][t] += low.sum()
-    out["inertia_tol"][t] += (low_err + (err * within).max(axis=1)).sum()
-
-
-def _recompute(ctx: dict, trajectory: np.ndarray, chosen: dict | None = None) -> dict:
-    """Totals of :func:`shard_totals` over all shards; the points picked, in their order.
-
-    Random initialisation: the seeded points (``init``); k-means|| (``chosen``, the reported
-    candidates): the points at the candidates' rows (``candidates``).
-    """
-    if chosen is None:
-        rows = init_checks.seeded_rows(ctx["seed"], ctx["samples"], ctx["k"])
-        candidates = None
-    else:
-        rows = np.asarray(chosen["rows"], dtype=np.int64)
-        candidates = np.asarray(chosen["points"], dtype=np.float64)
-    edges = np.cumsum((0, *ctx["sizes"]))
-    plans = (init_checks.sampling_plan(ctx, chosen, edges) if chosen is not None
-             else [None] * len(ctx["sizes"]))
-    tasks, positions = [], []
-    for i, size in enumerate(ctx["sizes"]):
-        mine = np.flatnonzero((rows >= edges[i]) & (rows < edges[i + 1]))
-        positions.append(mine)
-        tasks.append(dask.delayed(shard_totals, pure=True)(
-            ctx["seed"], i, size, ctx["clusters"], ctx["dtype"], ctx["library"], trajectory,
-            rows[mine] - edges[i], ctx.get("input"), int(edges[i]), candidates, plans[i]))
-    done = dask.compute(*tasks)
-    totals = {key: sum(part[key] for part in done) for key in done[0]
-              if key not in ("picked", "first_wrong")}
-    totals["first_wrong"] = [part["first_wrong"] for part in done if "first_wrong" in part]
-    picked = np.empty((len(rows), ctx["features"]))
-    picked[np.concatenate(positions)] = np.concatenate([p["picked"] for p in done])
-    totals["init"] = picked if chosen is None else None
-    totals["candidates"] = picked if chosen is not None else None
-    return totals
-
-
-# --------------------------------------------------------------------------- the checks
-
-
-def _check_structure(ctx: dict, raw) -> str | None:
-    keys = ("centroids", "inertias", "iterations")
-    if not isinstance(raw, dict) or any(key not in raw for key in keys):
-        return f"result carries no centroids, inertias and iterations to check: {type(raw)}"
-    trajectory = np.asarray(raw["centroids"])
-    steps = int(raw["iterations"])
-    if trajectory.ndim != 3 or trajectory.shape[1:] != (ctx["k"], ctx["features"]):
-        return f"centroids of shape {trajectory.shape}; (iterations + 1, k, d) expected"
-    if trajectory.shape[0] != steps + 1 or len(raw["inertias"]) != steps + 1:
-        return (f"{steps} iterations reported, {trajectory.shape[0]} centroid sets and "
-                f"{len(raw['inertias'])} inertias (iterations + 1 expected)")
-    if not 1 <= steps <= ctx["max_iter"]:
-        return f"{steps} iterations reported; between 1 and --max-iter {ctx['max_iter']} expected"
-    if not np.all(np.isfinite(trajectory)):
-        return "centroids hold NaN or infinite values"
-    return None
-
-
-def _shifts(trajectory: np.ndarray) -> np.ndarray:
-    return np.sqrt(((np.diff(trajectory, axis=0)) ** 2).sum(axis=2)).max(axis=1)
-
-
-def _check_stop(ctx: dict, raw) -> str | None:
-    shifts = _shifts(np.asarray(raw["centroids"], dtype=np.float64))
-    tol, steps = ctx["tol"], len(shifts)
-    early = np.flatnonzero(shifts[:-1] <= tol)
+def stopping(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """Every shift but the last over ``--tol``; the last within it unless ``--max-iter`` ran."""
+    shifts = np.sqrt((np.diff(r.trajectory, axis=0) ** 2).sum(axis=2)).max(axis=1)
+    early = np.flatnonzero(shifts[:-1] <= ctx.tol)
     if len(early):
-        return (f"iterations went on after iteration {early[0] + 1}, whose largest centroid "
-                f"shift {shifts[early[0]]:.3g} was within --tol {tol:g}")
-    if shifts[-1] > tol and steps < ctx["max_iter"]:
-        return (f"iterations stopped after {steps} (of --max-iter {ctx['max_iter']}) with a "
-                f"last centroid shift {shifts[-1]:.3g} over --tol {tol:g}")
+        verdict.fail(f"iterations went on after iteration {early[0] + 1}, whose largest "
+                     f"centroid shift {shifts[early[0]]:.3g} was within --tol {ctx.tol:g}")
+    elif shifts[-1] > ctx.tol and r.iterations < ctx.max_iter:
+        verdict.fail(f"iterations stopped after {r.iterations} (of --max-iter {ctx.max_iter}) "
+                     f"with a last centroid shift {shifts[-1]:.3g} over --tol {ctx.tol:g}")
+
+
+def candidates_problem(ctx: KMeansContext, chosen) -> str | None:
+    """What is wrong with the reported k-means|| candidates' shapes and ranges, or None."""
+    if not isinstance(chosen, dict) or not {"rows", "points", "weights"} <= set(chosen):
+        return "k-means|| result reports no initial candidates (rows, points, weights) to check"
+    rows, points = np.asarray(chosen["rows"]), np.asarray(chosen["points"])
+    weights = np.asarray(chosen["weights"] if chosen["weights"] is not None else [np.nan])
+    rounds = np.asarray(chosen.get("rounds", ()))
+    costs, n = np.asarray(chosen.get("costs", ()), dtype=np.float64), len(rows)
+    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer) or n < ctx.k:
+        return (f"initial candidates: rows of shape {rows.shape} and type {rows.dtype}; at "
+                f"least --k {ctx.k} integer rows expected")
+    if rows.min() < 0 or rows.max() >= ctx.samples:
+        return f"initial candidates: a row outside 0 .. {ctx.samples - 1}"
+    if points.shape != (n, ctx.features) or not np.all(np.isfinite(points)):
+        return (f"initial candidates: points of shape {points.shape} (finite, "
+                f"{(n, ctx.features)} expected)")
+    if weights.shape != (n,) or not np.all(weights >= 0) or np.any(weights != weights.round()):
+        return f"initial candidates: weights must be {n} whole counts of 0 or more"
+    if (rounds.shape != (n,) or not np.issubdtype(rounds.dtype, np.integer) or rounds[0] != 0
+            or np.any(np.diff(rounds) < 0) or rounds.max() > ROUNDS + 1):
+        return (f"initial candidates: rounds must be {n} non-decreasing whole numbers from 0 "
+                f"to {ROUNDS + 1}")
+    if costs.ndim != 1 or not np.all(np.isfinite(costs)) or not (
+            len(costs) == ROUNDS or (1 <= len(costs) <= ROUNDS and costs[-1] <= 0)):
+        return (f"k-means|| ran {costs.size} sampling rounds (costs {costs.tolist()[:6]}); "
+                f"{ROUNDS} expected, fewer only after a cost of 0")
+    sampled = len(costs) - int(costs[-1] <= 0)  # rounds that sampled
+    if np.any((rounds > sampled) & (rounds <= ROUNDS)) or np.any(costs[:-1] <= 0):
+        return "initial candidates: sampled in a round that did not run"
     return None
 
 
-def _check_init(ctx: dict, raw, totals: dict) -> str | None:
-    return init_checks.check_init(ctx, raw, totals)
+def certificates(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """The run's cells: one of each a cell; k-means||'s candidates' sampling and weights."""
+    certified, count = r.iterations - 1, ctx.cells(ctx.lloyd_rows(r.iterations)).total
+    cells = r.lloyd_cells if isinstance(r.lloyd_cells, dict) else {}
+    if certified and [np.shape(cells.get(name, ())) for name in ("sums", "counts", "inertia")
+                      ] != [(certified, count, ctx.k, ctx.features), (certified, count, ctx.k),
+                            (certified, count)]:
+        verdict.fail(f"result carries no cell sums of its {certified} iterations before the last "
+                     "to check (a fast check needs them)")
+    elif ctx.init != "random" and verdict.note(candidates_problem(ctx, r.init)):
+        verdict.note(_init_cells_problem(ctx, r.init))
 
 
-def _lloyd(previous: np.ndarray, totals: dict, t: int) -> tuple[np.ndarray, np.ndarray]:
-    """The step from ``previous`` (the centroids at ``t``) and how far each entry may be off."""
-    counts = totals["counts"][t]
-    return init_checks.lloyd_step(previous, counts, totals["near"][t], totals["sums"][t],
-                                  totals["abs_sums"][t], totals["near_abs"][t],
-                                  float(counts.sum()))
+def _init_cells_problem(ctx: KMeansContext, chosen: dict) -> str | None:
+    """Whether the cells' sampled points and weights (whole numbers) are exactly the reported."""
+    cells, rows = ctx.cells(ctx.cell_rows), np.asarray(chosen["rows"])
+    sampled = len(chosen["costs"]) - int(chosen["costs"][-1] <= 0)
+    per_cell = np.asarray(chosen.get("cell_sampled", np.zeros((0, 0))))
+    weighed = np.asarray(chosen.get("cell_weights", np.zeros((0, 0))))
+    if (per_cell.shape, np.shape(chosen.get("cell_costs"))) != ((sampled, cells.total),) * 2:
+        return (f"k-means|| reports no sampled points and costs of its {cells.total} cells in "
+                f"{sampled} rounds to check (a fast check needs them)")
+    shard = np.searchsorted(ctx.edges, rows, side="right") - 1
+    owner = cells.firsts[shard] + (rows - ctx.edges[shard]) // ctx.cell_rows
+    for s in range(sampled):
+        reported = np.bincount(owner[np.asarray(chosen["rounds"]) == s + 1],
+                               minlength=cells.total)
+        if np.any(reported != per_cell[s]):
+            g = int(np.flatnonzero(reported != per_cell[s])[0])
+            return (f"k-means|| round {s}: the run's cells sampled {int(per_cell[s].sum())} "
+                    f"points ({int(per_cell[s][g])} in cell {g}), {int(reported.sum())} "
+                    f"reported sampled ({int(reported[g])} there)")
+    if weighed.shape != (cells.total, len(rows)):
+        return f"k-means|| reports no weights of its candidates in its {cells.total} cells"
+    return differences(chosen["weights"], weighed.sum(axis=0), what="initial candidate",
+                       reported_as="weight {}",
+                       expected_as="the run's cells count {} points nearest it")
 
 
-def _check_steps(ctx: dict, raw, totals: dict) -> str | None:
-    trajectory = np.asarray(raw["centroids"], dtype=np.float64)
-    for t in range(len(trajectory) - 1):
-        expected, allowed = _lloyd(trajectory[t], totals, t)
-        excess = np.abs(trajectory[t + 1] - expected) - allowed
-        if np.any(excess > 0):
-            j, f = np.unravel_index(int(np.argmax(excess)), excess.shape)
-            return (f"iteration {t + 1}: centroid {j} feature {f} = "
-                    f"{trajectory[t + 1][j, f]:.9g}, the mean of its points is "
-                    f"{expected[j, f]:.9g} (tolerance {allowed[j, f]:.2g})")
-    return None
+def labels_written(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """``--labels``: the run wrote one int32 a point, shard by shard, that reads back."""
+    name, path, sizes = ctx.labels, r.written.get("labels"), list(ctx.sizes)
+    rows = list(r.labels.get("rows", ())) if isinstance(r.labels, dict) else None
+    if not (verdict.require(rows == sizes, f"--labels {name}: the run reports writing {rows} "
+                                           f"points by shard; {sizes} expected")
+            and verdict.require(path is not None, f"--labels {name}: this run wrote no labels")):
+        return
+    try:
+        opened = replay.stored(path, _kind(name))
+    except (OSError, ValueError, KeyError) as exc:
+        verdict.fail(f"--labels {name}: cannot be read back ({exc})")
+        return
+    shape, dtype = tuple(opened.shape), np.dtype(opened.dtype)
+    verdict.require(shape == (ctx.samples,) and dtype == np.int32, lambda: (
+        f"--labels {name}: {dtype} of shape {shape}; int32 of shape ({ctx.samples},) expected"))
 
 
-def _check_inertias(ctx: dict, raw, totals: dict) -> str | None:
-    reported = np.asarray(raw["inertias"], dtype=np.float64)
-    for t, value in enumerate(reported):
-        if not abs(value - totals["inertia"][t]) <= totals["inertia_tol"][t]:
-            return (f"inertia at iteration {t}: {value:.9g} reported, "
-                    f"{totals['inertia'][t]:.9g} recomputed (tolerance "
-                    f"{totals['inertia_tol'][t]:.2g})")
-    return None
+def _kind(name: str) -> str:
+    return "zarr" if name.lower().endswith(".zarr") else "npy"
 
 
-def _check_descent(ctx: dict, raw, totals: dict) -> str | None:
-    reported = np.asarray(raw["inertias"], dtype=np.float64)
-    slack = totals["inertia_tol"]
-    for t in range(1, len(reported)):
-        if reported[t] > reported[t - 1] + slack[t] + slack[t - 1]:
-            return (f"inertia rose from {reported[t - 1]:.9g} to {reported[t]:.9g} at "
-                    f"iteration {t}")
-    return None
+def recompute(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """A task a shard (:func:`~.check_replay.shard_again`): kept (fast), or drawn again (full)."""
+    fast, kept = verdict.depth == "fast", ctx.kept.shards.futures
+    if not verdict.require(kept or not fast, "the run's shards were let go before the fast "
+                                             "check read them"):
+        return
+    r.plans = plans(ctx, r.iterations, verdict.depth)
+    r.probes = Sampler(ctx.seed, "probes").normal((ctx.features, PROBES)) if fast else None
+    last = r.iterations - 1  # the last iteration's centroids before, and after it
+    sets, index = np.unique(r.trajectory[last:], axis=0, return_inverse=True)
+    jobs, rows = _jobs(ctx, r, fast, sets)
+    r.shards = replay.on_workers(again.shard_again, [(kept[i] if fast else None, job)
+                                                     for i, job in enumerate(jobs)])
+    add = functools.partial(functools.reduce, operator.add)
+    r.whole = {last + i: add(part.whole[j] for part in r.shards)
+               for i, j in enumerate(np.asarray(index).reshape(-1))}
+    if r.plans.lloyd.complete:  # every cell of every earlier iteration: their sums are its totals
+        r.whole.update({t: add(totals for part in r.shards for u, _, totals in part.pairs
+                               if u == t) for t in range(last)})
+    r.picked = np.empty((len(rows), ctx.features))
+    for job, part in zip(jobs, r.shards, strict=True):
+        r.picked[(rows >= job.start) & (rows < job.start + job.rows)] = part.picked
 
 
-def _check_centres(ctx: dict, final: np.ndarray, totals: dict) -> str:
-    """``centroid ...`` for a blob found wrongly; else what was found, in words."""
-    if ctx.get("input") is not None:
-        return "points read from --input: no true centres to compare"
-    if ctx["k"] != ctx["clusters"]:
-        return f"--k {ctx['k']} differs from --clusters {ctx['clusters']}: centres not compared"
-    centres = init_checks.true_centres(ctx["seed"], ctx["clusters"], ctx["features"])
-    gap = np.sqrt(((final[:, None, :] - centres[None]) ** 2).sum(axis=2))
-    close = gap < SEPARATION / 2
+def _by_shard(ctx: KMeansContext, plan: Plan, rows: int, iterations: bool = False) -> list:
+    """The plan's cells of ``rows`` points by shard, numbered in it (with ``t``: iterations)."""
+    cells, out = ctx.cells(rows), [[] for _ in ctx.sizes]
+    for part in plan:
+        t, g = divmod(part, cells.total) if iterations else (None, part)
+        shard, index = cells.locate(g)
+        out[shard].append((t, index) if iterations else index)
+    return out
+
+
+def _jobs(ctx: KMeansContext, r: Reported, fast: bool, sets: np.ndarray) -> tuple:
+    """The job of every shard, and the global rows whose points come back."""
+    pairs = _by_shard(ctx, r.plans.lloyd, ctx.lloyd_rows(r.iterations), iterations=True)
+    cells, labelled = _by_shard(ctx, r.plans.cells, ctx.cell_rows), _by_shard(ctx, r.plans.labels,
+                                                                            ctx.label_rows)
+    kmeans_parallel, edges, jobs = ctx.init != "random", ctx.edges, []
+    rows = (np.asarray(r.init["rows"], dtype=np.int64) if kmeans_parallel
+            else again.seeded_rows(ctx.seed, ctx.samples, ctx.k))
+    for i, size in enumerate(ctx.sizes):
+        labels = ctx.labels and again.Labels(r.written["labels"], _kind(ctx.labels),
+                                             tuple(r.labels.get("edits", ())), r.trajectory[-1],
+                                             ctx.label_rows, tuple(labelled[i]))
+        jobs.append(again.Job(
+            i, int(edges[i]), int(size), ctx.features, ctx.seed, ctx.clusters, ctx.dtype,
+            ctx.library, None if ctx.random else (ctx.source.path, ctx.source.kind), sets,
+            tuple((t, c, r.trajectory[t]) for t, c in pairs[i]), ctx.lloyd_rows(r.iterations),
+            r.probes, rows[(rows >= edges[i]) & (rows < edges[i + 1])] - edges[i],
+            _sampling(ctx, r.init, i) if kmeans_parallel else None, tuple(cells[i]),
+            labels or None, ctx.cell_rows))
+    return jobs, rows
+
+
+def _sampling(ctx: KMeansContext, chosen: dict, index: int) -> again.Sampling:
+    rows, rounds = np.asarray(chosen["rows"]), np.asarray(chosen["rounds"])
+    costs, first = tuple(float(c) for c in chosen["costs"]), ctx.edges[index]
+    mine = (rows >= first) & (rows < ctx.edges[index + 1])
+    return again.Sampling(ctx.seed, index, np.asarray(chosen["points"], dtype=np.float64), costs,
+                          tuple(int(np.sum(rounds <= s)) for s in range(len(costs))),
+                          float(shared.KMEANS_PARALLEL_OVERSAMPLING * ctx.k),
+                          tuple(np.sort(rows[mine & (rounds == s + 1)] - first)
+                                for s in range(len(costs))), ctx.cell_rows)
+
+
+def init_cells_again(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """k-means||: candidates the data's points, costs their cells', planned cells recomputed."""
+    if not (verdict.note(points_problem(ctx, r.init, r.picked))
+            and verdict.note(_costs_problem(ctx, r.init, r.final))):
+        return
+    firsts, weighed = ctx.cells(ctx.cell_rows).firsts, np.asarray(r.init["cell_weights"])
+    costs = np.asarray(r.init["cell_costs"])
+    for s, part in enumerate(r.shards):
+        for c, counted, near, cost, cost_tol in part.init:
+            g, cost = int(firsts[s]) + c, cost[:costs.shape[0]]
+            if not (verdict.note(differences(
+                    weighed[g], counted, what="initial candidate", tolerance=near,
+                    reported_as=f"the run weighs {{}} points of cell {g} nearest it",
+                    expected_as="{} recounted (or within a rounding tie)"))
+                    and verdict.note(differences(
+                        costs[:, g], cost, what="round", label=lambda q: f"k-means|| round {q}",
+                        tolerance=cost_tol[:len(cost)] + 2 * rounding(ctx.cell_rows) * cost,
+                        reported_as=f"cell {g}'s sampling cost {{}} in the run",
+                        expected_as="{} recomputed"))):
+                return
+        if part.first_wrong is not None:
+            q, row, got, draw, threshold = part.first_wrong
+            verdict.fail(f"k-means|| round {q}: row {row + int(ctx.edges[s])} was "
+                         f"{'' if got else 'not '}sampled, its draw {draw:.6g} against its "
+                         f"probability {min(threshold, 1.0):.6g}")
+            return
+
+
+def points_problem(ctx: KMeansContext, chosen: dict, read: np.ndarray) -> str | None:
+    """Whether the candidates are the data's points at their rows, the first the seeded row."""
+    rows, points = np.asarray(chosen["rows"]), np.asarray(chosen["points"], dtype=np.float64)
+    first = int(again.seeded_rows(ctx.seed, ctx.samples, 1)[0])
+    if int(rows[0]) != first:
+        return f"initial candidate 0 is row {int(rows[0])}, the seeded row {first} expected"
+    differ = np.flatnonzero((points != read).any(axis=1))
+    return None if not len(differ) else (
+        f"initial candidate {differ[0]} (row {int(rows[differ[0]])}) is "
+        f"{points[differ[0]][:3].tolist()}..., the data's point there is "
+        f"{read[differ[0]][:3].tolist()}...")
+
+
+def _costs_problem(ctx: KMeansContext, chosen: dict, final: again.Totals) -> str | None:
+    """Each round's reported cost (the kernel's) is its cells' float64 sum, within rounding."""
+    n, summed = max(1, final.points), np.asarray(chosen["cell_costs"]).sum(axis=1)
+    costs = np.asarray(chosen["costs"], dtype=np.float64)[:len(summed)]  # rounds that sampled
+    most = n * float((np.asarray(chosen["points"], dtype=np.float64) ** 2).sum(axis=1).max())
+    allowed = (again.kernel_error(costs, most, ctx.features, ctx.dtype)
+               + 2 * rounding(n) * costs + again.expansion_error(final.squares, most,
+                                                                 ctx.features))
+    return differences(costs, summed, what="round", tolerance=allowed,
+                       label=lambda s: f"k-means|| round {s}", reported_as="sampling cost {} "
+                       "reported", expected_as="the run's cells sum to {}")
+
+
+def initial_centroids(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """The seeded points; or k-means||'s fixed point of weighted Lloyd, every blob seeded."""
+    first, d = r.trajectory[0], ctx.features
+    if ctx.init == "random":
+        if verdict.note(differences(first, r.picked, what="initial centroid",
+                                    label=lambda i: f"initial centroid {i // d}",
+                                    expected_as="the seeded point {}")):
+            verdict.establish(f"the {ctx.k} initial centroids are the seeded points")
+        return
+    weights = np.asarray(r.init["weights"], dtype=np.float64)
+    if not (verdict.require(weights.sum() == r.final.points, lambda: (
+            f"initial candidate weights sum to {weights.sum():.0f}, not the "
+            f"{r.final.points:.0f} points counted"))
+            and verdict.note(fixed_point_problem(r.init, first))):
+        return
+    words = (f"the {len(weights)} k-means|| candidates are points of the data, their weights, "
+             "sampled points and each round's cost are the sums of the run's cells, "
+             f"{r.plans.cells.promise} (the candidates weighed again, the sampling replayed from "
+             "the seeded draws), the initial centroids are a fixed point of weighted Lloyd on "
+             "them")
+    if ctx.blobs_known:
+        problem, said = seeded_blobs(first, again.true_centres(ctx.seed, ctx.clusters, d),
+                                     sum(part.blobs for part in r.shards))
+        verdict.note(problem)
+        words += f"; {said}"
+    verdict.establish(words)
+
+
+def fixed_point_problem(chosen: dict, start: np.ndarray) -> str | None:
+    """Whether each initial centroid is the weighted mean of the candidates nearest it.
+
+    A candidate within both this and the run's (float64) rounding of two centroids may count
+    for either, and each mean allows for such candidates' weight.
+    """
+    points = np.asarray(chosen["points"], dtype=np.float64)
+    weights = np.asarray(chosen["weights"], dtype=np.float64)[:, None]
+    best, _, _, _, _, tied, _ = again.near_sets(np, points, (points ** 2).sum(axis=1), start,
+                                                (start ** 2).sum(axis=1), "float64")
+    nearest = (best[:, None] == np.arange(len(start))[None]) * weights
+    totals = again.Totals(nearest.sum(axis=0), nearest.T @ points, (tied * weights).sum(axis=0),
+                          (tied * weights).T @ np.abs(points), points=len(points),
+                          largest=float(np.sqrt((points ** 2).sum(axis=1).max())))
+    problem = _means_problem(start, start, totals, None, "initial centroid",
+                             "the weighted mean of the candidates nearest it is {}")
+    return problem and f"{problem}: not a fixed point of weighted Lloyd"
+
+
+def seeded_blobs(start: np.ndarray, centres: np.ndarray, blob_points: np.ndarray
+                 ) -> tuple[str | None, str]:
+    """Every blob's true centre the nearest of exactly one initial centroid: (problem, words)."""
+    if blob_points.min() < MIN_BLOB:
+        return None, f"a blob of under {MIN_BLOB} points: initial centroids not paired"
+    owner = ((start[:, None, :] - centres[None]) ** 2).sum(axis=2).argmin(axis=1)
+    seeded = np.bincount(owner, minlength=len(centres))
+    if np.all(seeded == 1):
+        return None, "every blob seeded by one initial centroid"
+    return (f"initial centroids: blob {int(np.argmin(seeded))} has {seeded.min()} and blob "
+            f"{int(np.argmax(seeded))} has {seeded.max()} initial centroids nearest its true "
+            "centre (k-means|| seeds each well-separated blob once)"), ""
+
+
+def _along(a: np.ndarray, probes: np.ndarray | None, magnitude: bool = False) -> np.ndarray:
+    """Rows of features ``a`` along the probes (``|a|`` along ``|probes|``), or as they are."""
+    a = np.abs(a) if magnitude else a
+    return a if probes is None else a @ (np.abs(probes) if magnitude else probes)
+
+
+def _reach(totals: again.Totals, probes: np.ndarray | None):
+    """Bounds every point's ``|x . probe|`` (or ``|x_f|``)."""
+    return totals.largest * (1.0 if probes is None else np.sqrt((probes ** 2).sum(axis=0)))
+
+
+def _means_problem(previous: np.ndarray, reported: np.ndarray, totals: again.Totals,
+                   probes: np.ndarray | None, name: str, expected_as: str) -> str | None:
+    """Whether ``reported`` are the means of ``totals``' points (``previous`` where none).
+
+    Each mean allows for the points in a rounding tie, and the rounding of both sums.
+    """
+    d, got, expected = previous.shape[1], _along(reported, probes), _along(previous, probes) + 0
+    counts, near, q = totals.counts, totals.near, got.shape[1]
+    filled = counts > 0
+    expected[filled] = totals.projected[filled] / counts[filled, None]
+    allowed = ((totals.near_projected + near[:, None] * np.abs(expected))
+               / np.maximum(counts - near, 1)[:, None])
+    allowed[(counts <= near) & (near > 0)] = np.inf  # all of it may belong elsewhere
+    allowed += (2 * rounding(max(1, totals.points) + d) * _reach(totals, probes)
+                + rounding(d + 1) * (_along(reported, probes, True) + np.abs(expected)))
+    axis = "feature" if probes is None else "along probe"
+    return differences(got, expected, what="centroid", tolerance=allowed, reported_as="{}",
+                       label=lambda i: f"{name} {i // q} {axis} {i % q}",
+                       expected_as=expected_as, unit="centroid entries")
+
+
+def lloyd_cells_again(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """The planned Lloyd cells recomputed: counts, sums (along the probes) and inertia agree."""
+    cells, firsts = r.lloyd_cells, ctx.cells(ctx.lloyd_rows(r.iterations)).firsts
+    rows, d = ctx.lloyd_rows(r.iterations), ctx.features
+    q = d if r.probes is None else r.probes.shape[1]
+    axis = "feature" if r.probes is None else "along probe"
+    for s, part in enumerate(r.shards):
+        for t, c, got in part.pairs:
+            g, where = int(firsts[s]) + c, f"iteration {t + 1}, shard {s} cell {c}: "
+            sums = cells["sums"][t, g]
+            allowed = (got.near_projected + rounding(d) * _along(sums, r.probes, True)
+                       + 2 * rounding(rows + d) * got.counts[:, None] * _reach(got, r.probes))
+            if not (verdict.note(differences(
+                    cells["counts"][t, g], got.counts, what="centroid", tolerance=got.near,
+                    label=lambda j, w=where: f"{w}centroid {j}", expected_as="{} recounted",
+                    reported_as="has {} points nearest it in the run"))
+                    and verdict.note(differences(
+                        _along(sums, r.probes), got.projected, what="sum", tolerance=allowed,
+                        label=lambda i, w=where: f"{w}centroid {i // q} {axis} {i % q}",
+                        reported_as="points sum to {} in the run", expected_as="{} recomputed"))
+                    and verdict.note(differences(
+                        cells["inertia"][t, g], got.inertia, what="inertia",
+                        tolerance=got.inertia_tol + tolerance(got.inertia, rows),
+                        label=lambda _, w=where: f"{w}inertia", reported_as="{} in the run",
+                        expected_as="{} recomputed"))):
+                return
+    if r.plans.lloyd.population:
+        verdict.establish(f"{r.plans.lloyd.promise}: their Lloyd totals recomputed agree")
+
+
+def iterations_again(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """Each iteration a Lloyd step, each inertia right: recomputed (the last, or all), or cells'."""
+    for t in range(r.iterations + 1):
+        totals, cells, where = r.whole.get(t), r.lloyd_cells, ""
+        if totals is None:  # certified by its cells
+            counts, where = cells["counts"][t].sum(axis=0), "summed from the run's cells "
+            totals = again.Totals(counts, cells["sums"][t].sum(axis=0), 0 * counts, 0,
+                                  float(cells["inertia"][t].sum()), 0, r.final.points,
+                                  r.final.largest)
+        allowed = totals.inertia_tol + tolerance(totals.inertia, max(1, totals.points))
+        if not ((t == r.iterations or verdict.note(_means_problem(
+                r.trajectory[t], r.trajectory[t + 1], totals, r.probes if not where else None,
+                f"iteration {t + 1}: centroid", f"the mean of its points {where}is {{}}")))
+                and verdict.note(differences(
+                    r.inertias[t], totals.inertia, what="inertia", tolerance=allowed,
+                    label=lambda _, t=t: f"inertia at iteration {t}", reported_as="{} reported",
+                    expected_as="the run's cells sum to {}" if where else "{} recomputed"))):
+            return
+    where = "kept on the workers" if verdict.depth == "fast" else (
+        "drawn again" if ctx.random else "read again")
+    verdict.establish(
+        f"all {r.iterations} iterations recomputed in float64 on all {r.final.points} points "
+        f"{where} agree" if len(r.whole) > r.iterations else
+        f"the last iteration recomputed in float64 on all {r.final.points} points {where} "
+        f"agrees, and the {r.iterations - 1} before it are their cells' sums")
+
+
+def descent(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """No inertia rose: each within its rounding (recomputed, or the kernel's) of the last."""
+    n, positive = max(1, r.final.points), np.maximum(r.inertias, 0)
+    most = n * (r.trajectory ** 2).sum(axis=2).max(axis=1)
+    slack = again.kernel_error(positive, most, ctx.features, ctx.dtype) + 2 * rounding(n) * positive
+    for t, totals in r.whole.items():
+        slack[t] = totals.inertia_tol + tolerance(totals.inertia, n)
+    rose = np.flatnonzero(r.inertias[1:] > r.inertias[:-1] + slack[1:] + slack[:-1])
+    if verdict.require(not len(rose), lambda: (
+            f"inertia rose from {r.inertias[rose[0]]:.9g} to {r.inertias[rose[0] + 1]:.9g} at "
+            f"iteration {rose[0] + 1}")):
+        verdict.establish(f"{r.iterations + 1} inertias agree and never increase")
+
+
+def centres(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """With as many centroids as blobs, each blob's true centre found."""
+    if not ctx.blobs_known:
+        verdict.establish("points read from --input: no true centres to compare" if not
+                          ctx.random else f"--k {ctx.k} differs from --clusters "
+                                          f"{ctx.clusters}: centres not compared")
+        return
+    problem, words = centres_found(again.true_centres(ctx.seed, ctx.clusters, ctx.features),
+                                   r.trajectory[-1], r.final.counts, ctx.tol)
+    if verdict.note(problem):
+        verdict.establish(words)
+
+
+def centres_found(true: np.ndarray, final: np.ndarray, counts: np.ndarray, tol: float
+                  ) -> tuple[str | None, str]:
+    """Each centroid within ``z / sqrt(counts)`` of its blob's centre (a local optimum said)."""
+    close = np.sqrt(((final[:, None, :] - true[None]) ** 2).sum(axis=2)) < shared.SEPARATION / 2
     if not (np.all(close.sum(axis=0) == 1) and np.all(close.sum(axis=1) == 1)):
-        paired = int((close.sum(axis=1) == 1).sum())
-        return (f"a local optimum: {paired} of {ctx['k']} centroids near a blob's true centre "
-                "(not an error of Lloyd's iteration)")
-    counts = totals["counts"][-1]
-    z = math.sqrt(2 * math.log(2 * final.size / FALSE_ALARM))
+        return None, (f"a local optimum: {int((close.sum(axis=1) == 1).sum())} of {len(final)} "
+                      "centroids near a blob's true centre (not an error of Lloyd's iteration)")
+    z = sigmas(share(FALSE_ALARM, final.size))
     for j, c in enumerate(np.argmax(close, axis=1)):
-        bound = z / math.sqrt(max(counts[j], 1)) + ctx["tol"]
-        off = np.abs(final[j] - centres[c])
+        bound, off = z / math.sqrt(max(counts[j], 1)) + tol, np.abs(final[j] - true[c])
         if np.any(off > bound):
-            f = int(np.argmax(off))
-            return (f"centroid {j} is {off[f]:.3g} from its blob's true centre in feature {f}; "
-                    f"within {bound:.3g} ({z:.1f} standard errors) expected")
-    return f"every blob's true centre found within {z:.1f} standard errors"
+            return (f"centroid {j} is {off.max():.3g} from its blob's true centre in feature "
+                    f"{int(np.argmax(off))}; within {bound:.3g} ({z:.1f} standard errors) "
+                    "expected"), ""
+    return None, f"every blob's true centre found within {z:.1f} standard errors"
 
 
-# ------------------------------------------------------------ the wrong results it must reject
-# Those named ``k-means|| ...`` alter what a k-means|| initialisation reports (``raw["init"]``)
-# and apply to such a run only; those named ``labels: ...`` alter the labels a run with
-# ``--labels`` wrote (through the result's ``edits``, see :mod:`pipelines.kmeans.check_outputs`).
+def cluster_sizes(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """The reported cluster sizes are the points counted nearest each final centroid."""
+    if verdict.require(r.counts.shape == (ctx.k,), f"cluster sizes: {r.counts.size} reported "
+                                                   f"for --k {ctx.k} centroids") and verdict.note(
+            differences(r.counts, r.final.counts, what="cluster size", tolerance=r.final.near,
+                        reported_as="{} points reported",
+                        expected_as="{} counted nearest it (or within a rounding tie)")):
+        verdict.establish("the cluster sizes agree")
 
 
-def _moved_centroid(raw: dict) -> dict:
-    trajectory = np.array(raw["centroids"], dtype=np.float64, copy=True)
-    trajectory[-1, 0, 0] += 0.01
-    return {**raw, "centroids": trajectory}
+def centroids_file(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """``--output`` read back with NumPy's or Zarr's reader: exactly the final centroids."""
+    path, name, k, d = r.written.get("output"), ctx.output, ctx.k, ctx.features
+    if not path:
+        return
+    try:
+        if name.lower().endswith(".csv"):
+            with open(path) as f:
+                header = f.readline().strip().split(",")
+            if header != [f"x{f}" for f in range(d)]:
+                raise ValueError(f"columns {header[:4]}..., x0 .. x{d - 1} expected")
+            saved = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2, dtype=np.float64)
+        else:
+            saved = np.asarray(replay.stored(path, _kind(name)))
+    except (OSError, ValueError, KeyError) as exc:
+        verdict.fail(f"--output {name}: cannot be read back ({exc})")
+        return
+    if verdict.require(saved.shape == (k, d) and saved.dtype == np.float64, lambda: (
+            f"--output {name}: holds {saved.dtype} of shape {saved.shape}; the final "
+            f"centroids, float64 of shape {(k, d)}, expected")) and verdict.note(differences(
+                saved, r.trajectory[-1], what="centroid", reported_as="{} saved",
+                label=lambda i: f"--output {name}: centroid {i // d} feature {i % d}",
+                expected_as="{} reported")):
+        verdict.establish(f"--output read back holds the {k} final centroids")
 
 
-def _altered_inertia(raw: dict) -> dict:
-    inertias = np.array(raw["inertias"], dtype=np.float64, copy=True)
-    inertias[len(inertias) // 2] *= 1.01
-    return {**raw, "inertias": inertias}
+def labels_counted(ctx: KMeansContext, r: Reported, verdict) -> None:
+    """``--labels`` counted as the last pass counted; the planned cells' labels recomputed."""
+    name, k, parts = ctx.labels, ctx.k, [part.labels for part in r.shards]
+    outside = next((part[2] for part in parts if part[2] is not None), None)
+    wrong = next((part[3] for part in parts if part[3] is not None), None)
+    unlabelled, left_out = sum(part[1] for part in parts), ctx.samples - r.final.points
+    if verdict.require(outside is None, lambda: (
+            f"--labels {name}: row {outside[0]} is labelled {outside[1]}, outside "
+            f"{shared.NO_LABEL} .. {k - 1} (--k {k})")) and verdict.require(
+            unlabelled == left_out, f"--labels {name}: {unlabelled} points labelled -1, "
+                                    f"{left_out} points have a NaN or infinite coordinate"
+    ) and verdict.note(differences(
+            sum(part[0] for part in parts), r.counts, what="label", tolerance=r.final.near,
+            label=lambda j: f"--labels {name}: label {j}", reported_as="{} points labelled",
+            expected_as="the last pass counted {} nearest it (or within a rounding tie)")
+    ) and verdict.require(wrong is None, lambda: (
+            f"--labels {name}: row {wrong[0]} is labelled {wrong[1]}, its nearest final "
+            f"centroid is {wrong[2]}")):
+        plan = r.plans.labels
+        verdict.establish(f"--labels read back: {ctx.samples} labels whose counts are the last "
+                          f"pass's cluster sizes; {plan.promise}, "
+                          f"{'every label' if plan.complete else 'each of their labels'} "
+                          "recomputed as the nearest final centroid")
 
 
-def _stopped_early(raw: dict) -> dict:
-    return {**raw, "centroids": np.asarray(raw["centroids"])[:-1],
-            "inertias": np.asarray(raw["inertias"])[:-1], "iterations": raw["iterations"] - 1}
+def _steps(ctx: KMeansContext, fast: bool) -> tuple:
+    """The steps in order (a later one takes what an earlier one established)."""
+    kmeans_parallel, labels = ctx.init != "random", bool(ctx.labels)
+    return (stopping, certificates, *((labels_written,) if labels else ()), recompute,
+            *((data_kept,) if fast else ()), *((init_cells_again,) if kmeans_parallel else ()),
+            initial_centroids, lloyd_cells_again, iterations_again, descent,
+            centres, cluster_sizes, centroids_file, *((labels_counted,) if labels else ()))
 
 
-def _moved_start(raw: dict) -> dict:
-    trajectory = np.array(raw["centroids"], dtype=np.float64, copy=True)
-    trajectory[0, -1] += 0.5
-    return {**raw, "centroids": trajectory}
-
-
-def _moved_weight(raw: dict) -> dict:
-    """A tenth of the heaviest candidate's weight given to another (the sum kept)."""
-    weights = np.array(raw["init"]["weights"], copy=True)
-    i = int(np.argmax(weights))
-    moved = max(1, int(weights[i]) // 10)
-    weights[i] -= moved
-    weights[(i + 1) % len(weights)] += moved
-    return {**raw, "init": {**raw["init"], "weights": weights}}
-
-
-def _invented_candidate(raw: dict) -> dict:
-    points = np.array(raw["init"]["points"], dtype=np.float64, copy=True)
-    points[-1] += 0.25
-    return {**raw, "init": {**raw["init"], "points": points}}
-
-
-def _dropped_candidate(raw: dict) -> dict:
-    """The last candidate sampled in a round left out (its weight given to the first)."""
-    chosen = raw["init"]
-    rounds = np.asarray(chosen["rounds"])
-    i = int(np.flatnonzero((rounds >= 1) & (rounds <= ROUNDS))[-1])
-    keep = np.arange(len(rounds)) != i
-    weights = np.array(chosen["weights"], copy=True)
-    weights[0] += weights[i]
-    return {**raw, "init": {**chosen, "rows": np.asarray(chosen["rows"])[keep],
-                            "points": np.asarray(chosen["points"])[keep],
-                            "weights": weights[keep], "rounds": rounds[keep]}}
-
-
-def _altered_cost(raw: dict) -> dict:
-    costs = np.array(raw["init"]["costs"], dtype=np.float64, copy=True)
-    costs[-1] *= 1.01
-    return {**raw, "init": {**raw["init"], "costs": costs}}
-
-
-def _unreduced_start(raw: dict) -> dict:
-    """The initial centroids: the first k candidates, as if never reduced."""
-    trajectory = np.array(raw["centroids"], dtype=np.float64, copy=True)
-    trajectory[0] = np.asarray(raw["init"]["points"])[:trajectory.shape[1]]
-    return {**raw, "centroids": trajectory}
-
-
-def _edited_labels(raw: dict, add: int, step: int, modulo: int) -> dict:
-    """The written labels as if those of every ``step``-th point were ``add`` more."""
-    labels = dict(raw.get("labels") or {})
-    edit = {"start": 0, "stop": int(sum(labels.get("rows", ()))), "step": step, "add": add,
-            "modulo": modulo}
-    return {**raw, "labels": {**labels, "edits": [*labels.get("edits", ()), edit]}}
-
-
-def _moved_labels(raw: dict) -> dict:
-    """Every 997th point labelled with the next centroid."""
-    return _edited_labels(raw, 1, 997, len(raw["counts"]))
-
-
-def _labels_from_one(raw: dict) -> dict:
-    """Every label one more: counted from 1, not 0."""
-    return _edited_labels(raw, 1, 1, 0)
-
-
-# What a failed check's detail names (a regular expression, see Mutation.names).
-NOT_A_FIXED_POINT = r"initial centroid \d+ feature \d+ = \S+, the weighted mean"
-MUTATIONS = (
-    Mutation("a final centroid moved by 0.01", _moved_centroid,
-             r"last centroid shift 0\.01 over --tol"),
-    Mutation("an inertia altered by 1 %", _altered_inertia,
-             r"inertia at iteration \d+: \S+ reported"),
-    Mutation("iterations miscounted", lambda raw: {**raw, "iterations": raw["iterations"] + 1},
-             r"^\d+ iterations reported, \d+ centroid sets"),
-    Mutation("stopped one iteration early", _stopped_early,
-             r"iterations stopped after \d+ \(of --max-iter \d+\) with a last centroid shift"),
-    Mutation("an initial centroid moved", _moved_start, NOT_A_FIXED_POINT),
-    # --labels only:
-    Mutation("labels: some points labelled with another centroid", _moved_labels,
-             r"--labels \S+: (\d+ points labelled \d+, the last pass counted|row \d+ is "
-             r"labelled \d+, its nearest final centroid is \d+)"),
-    Mutation("labels: counted from 1", _labels_from_one,
-             r"--labels \S+: row \d+ is labelled \d+, outside -1"),
-    # k-means|| only (a random initialisation reports no weighed candidates):
-    Mutation("k-means|| candidate weight moved to another", _moved_weight,
-             r"initial candidate \d+ has weight \d+"),
-    Mutation("k-means|| candidate not a point of the data", _invented_candidate,
-             r"initial candidate \d+ \(row \d+\) is"),
-    Mutation("k-means|| candidates not reduced to k", _unreduced_start, NOT_A_FIXED_POINT),
-    Mutation("k-means|| a sampled candidate left out", _dropped_candidate,
-             r"k-means\|\| round \d+: (the run's cells sampled \d+ points|row \d+ was not "
-             r"sampled)"),
-    Mutation("k-means|| a round's sampling cost altered by 1 %", _altered_cost,
-             r"k-means\|\| round \d+: sampling cost \S+ reported"),
-)
-KMEANS_PARALLEL_ONLY = "k-means||"  # the prefix of the mutations that apply to it alone
-LABELS_ONLY = "labels: "  # the prefix of those that apply to a run with --labels alone
+CHECK = Check(fast=functools.partial(_steps, fast=True),
+              full=functools.partial(_steps, fast=False), read=read, mutations=MUTATIONS,
+              release=lambda ctx: ctx.kept.release())

@@ -15,7 +15,8 @@ initialisation chose (``init``: k-means||'s candidates as global rows, their poi
 sampling rounds and costs), small, so that it can be checked. With ``--labels`` one more pass
 after the last iteration writes every point's nearest final centroid from where its shard lives
 (:mod:`pipelines.kmeans.labels`).
-:mod:`pipelines.kmeans.check` verifies every iteration on data it draws again its own way.
+:mod:`pipelines.kmeans.check` verifies every iteration, on the points the run kept (``fast``) or
+on data it draws or reads again its own way (``full``).
 """
 
 from __future__ import annotations
@@ -44,11 +45,12 @@ from daskgpu.toolkit.registry import Resolved, Workload, pipeline
 from daskgpu.toolkit.timing import timed
 from pipelines.kmeans import SUMMARY
 from pipelines.kmeans.baseline import InProcess, one_process_lloyd
-from pipelines.kmeans.check import MUTATIONS, verify
+from pipelines.kmeans.check import CHECK
 from pipelines.kmeans.init import initial_centroids
 from pipelines.kmeans.inputs import make_input_shard, open_input, reader_of
 from pipelines.kmeans.labels import create as create_labels
 from pipelines.kmeans.labels import write_labels
+from pipelines.kmeans.shared import Kept, KMeansContext
 from pipelines.kmeans.tasks import blob_centres, lloyd, make_shard
 
 CPU_DEFAULT_SAMPLES = 1_000_000
@@ -216,8 +218,8 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     return seconds, _value(answer)
 
 
-@pipeline("kmeans-pipeline", SUMMARY, PARAMS, verify, settle=settle, baseline=baseline,
-          mutations=MUTATIONS, warm_up=warm_up, worker_modules=("daskgpu.kernels.kmeans",))
+@pipeline("kmeans-pipeline", SUMMARY, PARAMS, CHECK, settle=settle, baseline=baseline,
+          warm_up=warm_up, worker_modules=("daskgpu.kernels.kmeans",))
 def prepare(resolved: Resolved) -> Workload:
     """Make the shards on the workers (kept there), and build the task that clusters them."""
     client = data_parallel.run_client("kmeans-pipeline")
@@ -253,14 +255,11 @@ def prepare(resolved: Resolved) -> Workload:
             "shards": f"{len(sizes)} of up to {sizes[0]} points",
             "dtype": dtype.name,
         },
-        context={"shards": shards, "clustering": clustering, "seed": resolved["seed"],
-                 "samples": samples, "features": features, "clusters": resolved["clusters"],
-                 "k": k, "init": resolved["init"], "max_iter": resolved["max_iter"],
-                 "tol": resolved["tol"], "dtype": dtype.name,
-                 "library": resolved.backend.array_library, "sizes": sizes,
-                 "output": resolved["output"], "labels": resolved["labels"],
-                 "input": None if source is None else {"path": source.path,
-                                                       "kind": source.kind}},
+        context=KMeansContext(
+            Kept(shards), clustering, resolved["seed"], samples, features, resolved["clusters"],
+            k, resolved["init"], resolved["max_iter"], resolved["tol"], dtype.name,
+            resolved.backend.array_library, tuple(sizes), resolved["output"],
+            resolved["labels"], source),
         outputs=outputs,
         present=present,
         save=_save if resolved["output"] is not None else None,
@@ -273,7 +272,7 @@ def drive(workload: Workload, client) -> dict:
     The same result as computing ``workload.collection``, without a task driving the
     iterations from a worker.
     """
-    return run(client, workload.context["shards"].futures, *workload.context["clustering"])
+    return run(client, workload.context.kept.shards.futures, *workload.context.clustering)
 
 
 def _sizes(resolved: Resolved) -> tuple[int, ...]:
@@ -300,7 +299,7 @@ def present(workload: Workload, raw: dict) -> dict:
     The shards stay on the workers for ``verify`` (the fast check reads them), which lets
     them go.
     """
-    workload.context["presented"] = True
+    workload.context.kept.presented = True
     # every Lloyd pass reads all points (the initialisation's reads are not counted)
     passes = int(raw["iterations"]) + 1
     workload.elements *= passes
@@ -308,14 +307,14 @@ def present(workload: Workload, raw: dict) -> dict:
     wall = float(np.median(raw["step_s"]))
     computing = float(np.median(raw["step_compute_s"]))
     inertias = [float(v) for v in raw["inertias"]]
-    converged = bool(raw["shifts"][-1] <= workload.context["tol"])
+    converged = bool(raw["shifts"][-1] <= workload.context.tol)
     workload.description.update({
         "iterations": f"{raw['iterations']} ({'converged' if converged else 'max-iter hit'}; "
                       f"last shift {raw['shifts'][-1]:.3g})",
         "inertia per iteration": _sparkline(inertias),
         "iteration time": f"{wall:.4g} s median of {len(raw['step_s'])}: {computing:.4g} s "
                           f"computing, {max(0.0, wall - computing):.4g} s communicating",
-        "initialisation": _chosen(workload.context["init"], raw["init"]),
+        "initialisation": _chosen(workload.context.init, raw["init"]),
         "init_s": float(raw["init_s"]),
         "iteration_s": wall,
         "iteration_compute_s": computing,
@@ -324,7 +323,7 @@ def present(workload: Workload, raw: dict) -> dict:
     })
     if raw.get("labels") is not None:
         workload.description.update({
-            "labels": f"{workload.context['labels']}, one more pass of "
+            "labels": f"{workload.context.labels}, one more pass of "
                       f"{raw['labels']['labels_s']:.4g} s",
             "labels_s": float(raw["labels"]["labels_s"]),
         })
@@ -351,7 +350,7 @@ def _save(workload: Workload, value: dict, path: str) -> None:
     calls ``j``. A ``.csv`` table has the columns ``x0 .. x{d-1}``, one row per centroid.
     """
     centroids = np.asarray(value["centroids"], dtype=np.float64)
-    target = workload.context["output"].lower()
+    target = workload.context.output.lower()
     if target.endswith(".csv"):
         output_files.save_table(path, {f"x{f}": centroids[:, f]
                                        for f in range(centroids.shape[1])}, like=target)

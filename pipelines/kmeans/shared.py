@@ -4,10 +4,18 @@ The documented data scheme, as constants: ``--clusters`` Gaussian blobs of stand
 ``BLOB_STD`` around centres at least ``SEPARATION`` apart, each point's blob drawn uniformly.
 Seeds follow daskgpu's scheme, ``SeedSequence(seed, spawn_key=(part, ...))``: the centres come
 from ``(CENTRES,)``, shard ``i``'s points from ``(POINTS, i)``, the rows picked by the random
-initialisation from ``(INIT,)``. And the shard geometry. Nothing here draws, iterates or checks.
+initialisation from ``(INIT,)``. And the shard geometry, and what the check knows of a run
+(:class:`KMeansContext`). Nothing here draws, iterates or checks.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from daskgpu.verification import Cells
 
 #: ``spawn_key`` parts: the blobs' centres, a shard's points, the initial centroids.
 CENTRES, POINTS, INIT = 0, 1, 2
@@ -99,3 +107,98 @@ def label_cell_rows(samples: int) -> int:
     (24415, 256)
     """
     return max(MIN_CELL_ROWS, -(-samples // LABEL_CELLS))
+
+
+# --------------------------------------------------------------------------- the check's context
+
+
+class Kept:
+    """The run's shards, kept on its workers for the fast check (:attr:`shards`, ShardKeys).
+
+    A presented run (:attr:`presented`, set by its ``present``) lets them go once checked
+    (:meth:`release`); a result computed for a test keeps them for every check it runs.
+    """
+
+    def __init__(self, shards):
+        self.shards = shards
+        self.presented = False
+
+    def release(self) -> None:
+        """Let the shards go, if the run was presented."""
+        if self.presented:
+            self.shards.release()
+
+
+@dataclass(frozen=True)
+class KMeansContext:
+    """What kmeans-pipeline's check knows of a run (``workload.context``).
+
+    Attributes
+    ----------
+    kept : Kept
+        The shards the run kept on its workers.
+    clustering : tuple
+        The arguments of the run's loop after the shards (for ``drive``).
+    seed, samples, features, k, max_iter : int
+        The run's parameters; ``clusters`` the blobs (None for an input).
+    init : {"k-means||", "random"}
+    tol : float
+    dtype, library : str
+        The points' element type; the workers' array library.
+    sizes : tuple of int
+        Points of each shard.
+    output, labels : str, optional
+        Where ``--output`` and ``--labels`` go.
+    source : ArraySource, optional
+        The input (its ``path`` and ``kind``), or None for generated points.
+    """
+
+    kept: Kept
+    clustering: tuple
+    seed: int
+    samples: int
+    features: int
+    clusters: int | None
+    k: int
+    init: str
+    max_iter: int
+    tol: float
+    dtype: str
+    library: str
+    sizes: tuple[int, ...]
+    output: str | None = None
+    labels: str | None = None
+    source: Any = None
+
+    @property
+    def random(self) -> bool:
+        """Whether the points are generated blobs (not an input)."""
+        return self.source is None
+
+    @property
+    def blobs_known(self) -> bool:
+        """Whether each centroid should find a blob: generated points, ``k`` = ``clusters``."""
+        return self.random and self.k == self.clusters
+
+    @property
+    def edges(self) -> np.ndarray:
+        """The first global row of every shard, and the points last (int64)."""
+        return np.cumsum((0, *self.sizes)).astype(np.int64)
+
+    @property
+    def cell_rows(self) -> int:
+        """Points of a cell of the k-means|| certificates (:func:`cell_rows`)."""
+        return cell_rows(self.samples, self.k)
+
+    @property
+    def label_rows(self) -> int:
+        """Points of a cell of the ``--labels`` check (:func:`label_cell_rows`)."""
+        return label_cell_rows(self.samples)
+
+    def lloyd_rows(self, iterations: int) -> int:
+        """Points of a cell of the Lloyd certificates of a run of ``iterations``."""
+        return lloyd_cell_rows(self.samples, self.k, self.features, max(0, iterations - 1))
+
+    def cells(self, rows: int) -> Cells:
+        """The shards cut into cells of ``rows`` consecutive points (the last of each shorter)."""
+        return Cells(tuple(cells_of(n, rows) for n in self.sizes))

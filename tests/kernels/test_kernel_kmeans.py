@@ -94,7 +94,7 @@ def test_points_without_a_finite_distance_are_left_out():
 
 def test_float32_points_whose_squares_overflow_are_measured_in_float64():
     """Kernel twin and the pipeline's float64 check count the same points: the finite ones."""
-    from pipelines.kmeans.check_kept import lloyd_totals
+    from pipelines.kmeans.check_replay import lloyd_totals
 
     x, c = far_points()
     with np.errstate(over="ignore"):
@@ -104,11 +104,10 @@ def test_float32_points_whose_squares_overflow_are_measured_in_float64():
     sums, counts, inertia = kmeans.kmeans_pass(x, c)
     assert_pass_equal((sums, counts, inertia), want, rtol=1e-6)
     assert_counts_cost_equal(kmeans.kmeans_counts_cost(x, c), want, rtol=1e-6)
-    checked = lloyd_totals(np, x, c[None], float(np.finfo(np.float32).eps) / 2, True,
-                           np.ones((3, 1)))
-    assert checked["points"] == int(counts.sum()) == 4
-    np.testing.assert_array_equal(checked["counts"][0], counts)
-    assert checked["inertia"][0] == pytest.approx(inertia[0], rel=1e-6)
+    checked = lloyd_totals(np, x, c[None], np.ones((3, 1)), "float32", True)[0]
+    assert checked.points == int(counts.sum()) == 4
+    np.testing.assert_array_equal(checked.counts, counts)
+    assert checked.inertia == pytest.approx(inertia[0], rel=1e-6)
 
 
 @pytest.mark.parametrize(("x", "c", "error", "match"), [

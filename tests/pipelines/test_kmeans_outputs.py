@@ -19,9 +19,9 @@ from conftest import assert_one_error_line, compute_as_runner, run_cli, verify_o
 
 import daskgpu
 from daskgpu.errors import ParameterError
-from daskgpu.toolkit import numeric, output, registry, spot_checks
+from daskgpu.toolkit import numeric, output, registry
 from pipelines.kmeans import check as kmeans_check
-from pipelines.kmeans import check_outputs
+from pipelines.kmeans import check_mutations, check_replay
 from pipelines.kmeans import labels as kmeans_labels
 from pipelines.kmeans import shared as kmeans_data
 from pipelines.kmeans import tasks as kmeans_steps
@@ -189,20 +189,20 @@ def _edit(row: int, add: int, k: int) -> dict:
 def _cells(workload) -> tuple[list[np.ndarray], set[int]]:
     """The rows of every label cell (shard after shard), and those the fast check recomputes."""
     ctx = workload.context
-    cell = kmeans_data.label_cell_rows(ctx["samples"])
-    edges = np.cumsum((0, *ctx["sizes"]))
+    cell = kmeans_data.label_cell_rows(ctx.samples)
+    edges = np.cumsum((0, *ctx.sizes))
     rows = [np.arange(first, min(first + cell, edges[s + 1]))
-            for s in range(len(ctx["sizes"])) for first in range(edges[s], edges[s + 1], cell)]
-    sampled = spot_checks.seeded_sample(len(rows), spot_checks.sample_size(len(rows)),
-                                        ctx["seed"] + check_outputs.LABEL_SAMPLE)
-    return rows, {int(c) for c in sampled}
+            for s in range(len(ctx.sizes)) for first in range(edges[s], edges[s + 1], cell)]
+    plan = kmeans_check.plans(ctx, 1, "fast").labels
+    assert plan.population == len(rows) and kmeans_check.plans(ctx, 1, "full").labels.complete
+    return rows, set(plan.parts)
 
 
 def test_the_labels_are_written_before_the_check_and_verify(cpu_client, labelled_run):
     spec, workload, raw = labelled_run
-    written = workload.written(workload.context["labels"])
-    assert written != workload.context["labels"] and not os.path.exists(
-        workload.context["labels"])  # a temporary until the run has verified
+    written = workload.written(workload.context.labels)
+    assert written != workload.context.labels and not os.path.exists(
+        workload.context.labels)  # a temporary until the run has verified
     assert raw["labels"]["rows"] == [2000] * 4 and raw["labels"]["edits"] == []
     np.testing.assert_array_equal(np.load(written), plain_nearest(generated_points(SMALL),
                                                                   raw["centroids"][-1]))
@@ -214,7 +214,7 @@ def test_the_labels_are_written_before_the_check_and_verify(cpu_client, labelled
 def test_swapped_labels_are_caught_by_recomputing_them(cpu_client, labelled_run):
     """Two labels exchanged keep every count: only the labels recomputed show it."""
     spec, workload, raw = labelled_run
-    labels = np.load(workload.written(workload.context["labels"]))
+    labels = np.load(workload.written(workload.context.labels))
     cells, sampled = _cells(workload)
     rows = cells[max(sampled)]
     a = int(rows[0])
@@ -232,20 +232,20 @@ def test_a_label_changed_outside_the_sample_is_caught_by_the_counts(cpu_client, 
     cells, sampled = _cells(workload)
     assert len(sampled) < len(cells)
     row = int(cells[min(set(range(len(cells))) - sampled)][5])
-    label = int(np.load(workload.written(workload.context["labels"]))[row])
+    label = int(np.load(workload.written(workload.context.labels))[row])
     moved = _with_edits(raw, _edit(row, 1, 5))
     for depth in DEPTHS:
         check = verify_on(cpu_client, spec, workload, moved, depth)
         # one point fewer labelled with its centroid, one more with the next
-        said = re.search(r": (\d+) points labelled (\d+), the last pass counted (\d+) ",
+        said = re.search(r": label (\d+): (\d+) points labelled, the last pass counted (\d+) ",
                          check.detail)
         assert not check.ok and said, check.detail
-        counted, wrong, sizes = map(int, said.groups())
+        wrong, counted, sizes = map(int, said.groups())
         assert wrong in (label, (label + 1) % 5) and abs(counted - sizes) == 1
 
 
-@pytest.mark.parametrize("mutation", [m for m in kmeans_check.MUTATIONS
-                                      if m.name.startswith(kmeans_check.LABELS_ONLY)],
+@pytest.mark.parametrize("mutation", [m for m in check_mutations.MUTATIONS
+                                      if m.name.startswith(check_mutations.LABELS_ONLY)],
                          ids=lambda m: m.name)
 def test_each_labels_mutation_is_caught_at_both_depths(cpu_client, labelled_run, mutation):
     spec, workload, raw = labelled_run
@@ -281,18 +281,18 @@ def test_a_tampered_centroids_file_is_caught(cpu_client, tmp_path, depth):
         nudged[2, 1] += 1e-9
         for saved, said in ((structured, "holds [('x0', '<f8'), "),
                             (final.astype(np.float32), "holds float32 of shape (5, 4)"),
-                            (nudged, "centroid 2 feature 1 = ")):
+                            (nudged, "centroid 2 feature 1: ")):
             np.save(open(temporary, "wb"), saved)
             check = verify_on(cpu_client, spec, workload, raw, depth)
             assert not check.ok and f"--output {target}: {said}" in check.detail, check.detail
     finally:
         output.discard(temporary)
-        workload.context["shards"].release()
+        workload.context.kept.shards.release()
 
 
 def test_a_run_that_fails_its_check_writes_neither_file(cpu_client, tmp_path):
     spec = registry.get("kmeans-pipeline")
-    mutation = next(m for m in spec.mutations if m.name.startswith(kmeans_check.LABELS_ONLY))
+    mutation = next(m for m in spec.mutations if m.name.startswith(check_mutations.LABELS_ONLY))
 
     def verify(workload, raw, depth):
         return spec.check(workload, mutation.alter(copy.deepcopy(raw)), depth)
@@ -320,11 +320,10 @@ def test_the_labels_and_their_check_compute_on_cupy_as_on_numpy(cupy_stand_in):
     want = kmeans_labels.nearest(x, centroids)
     np.testing.assert_array_equal(on_device.get(), want)
     np.testing.assert_array_equal(want, plain_nearest(x, centroids))
-    unit = 2.0 ** -24
-    assert check_outputs.wrong_label(cupy.asarray(x), want.astype(np.int64), centroids,
-                                     unit) is None
+    assert check_replay.wrong_label(cupy.asarray(x), want.astype(np.int64), centroids,
+                                    "float32") is None
     wrong = want.astype(np.int64)
     wrong[100] = (wrong[100] + 1) % 4
     for points in (x, cupy.asarray(x)):
-        assert check_outputs.wrong_label(points, wrong, centroids, unit) == (100, wrong[100],
-                                                                             want[100])
+        assert check_replay.wrong_label(points, wrong, centroids, "float32") == (
+            100, wrong[100], want[100])

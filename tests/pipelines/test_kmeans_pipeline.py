@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 import json
 import time
+from types import SimpleNamespace
 
+import dask
 import distributed
 import numpy as np
 import pytest
@@ -18,10 +22,12 @@ from conftest import (
 
 import daskgpu
 from daskgpu.errors import ParameterError
-from daskgpu.execution import answers
+from daskgpu.execution import answers, runner
 from daskgpu.toolkit import data_parallel, numeric, registry
 from pipelines.kmeans import baseline as kmeans_baseline
 from pipelines.kmeans import check as kmeans_check
+from pipelines.kmeans import check_mutations as kmeans_mutations
+from pipelines.kmeans import check_replay
 from pipelines.kmeans import init as kmeans_init
 from pipelines.kmeans import pipeline as kmeans_pipeline
 from pipelines.kmeans import shared as kmeans_data
@@ -72,7 +78,7 @@ def small_run(cpu_client):
 
 def test_iterations_match_a_plain_numpy_replay(small_run):
     _spec, workload, raw = small_run
-    assert workload.context["init"] == "k-means||" and workload.context["k"] == 4
+    assert workload.context.init == "k-means||" and workload.context.k == 4
     x = numpy_data(SMALL)
     want = numpy_lloyd(x, raw["centroids"][0], 100, 1e-4)
     assert raw["iterations"] == len(want["centroids"]) - 1 == len(raw["step_s"])
@@ -101,7 +107,7 @@ def test_driving_from_the_client_gives_the_same_iterations(cpu_client):
     np.testing.assert_allclose(driven["centroids"], want["centroids"], rtol=1e-9, atol=1e-9)
     check = verify_on(cpu_client, spec, workload, driven)
     assert check.ok, check.detail
-    workload.context["shards"].release()
+    workload.context.kept.shards.release()
 
 
 def test_the_run_verifies_and_finds_the_blobs(cpu_client, small_run):
@@ -118,12 +124,13 @@ def test_the_run_verifies_and_finds_the_blobs(cpu_client, small_run):
 def test_a_wrong_seed_or_tol_in_the_run_fails_verification(cpu_client, small_run, depth):
     """The check recomputes from the parameters, not from the run's own numbers."""
     spec, workload, raw = small_run
+    context = workload.context
     for change, word in (({"seed": SMALL["seed"] + 1}, "initial"), ({"tol": 1e9}, "tol")):
-        workload.context.update(change)
+        workload.context = dataclasses.replace(context, **change)
         try:
             check = verify_on(cpu_client, spec, workload, raw, depth)
         finally:
-            workload.context.update({k: SMALL.get(k, 1e-4) for k in change})
+            workload.context = context
         assert not check.ok, change
         # the fast check reads the kept points: drawn from another seed, they are not the data
         said = "differs from its seed" if depth == "fast" and "seed" in change else word
@@ -228,23 +235,30 @@ def test_defaults_follow_the_backend():
 
 
 def test_a_centroid_off_its_blob_fails_the_centres_check():
-    ctx = {"k": 3, "clusters": 3, "seed": 2, "features": 4, "tol": 0.0}
     centres = kmeans_steps.blob_centres(2, 3, 4)
-    totals = {"counts": np.array([[1e4, 1e4, 1e4]])}
-    assert "found" in kmeans_check._check_centres(ctx, centres[[2, 0, 1]] + 0.01, totals)
+    np.testing.assert_array_equal(check_replay.true_centres(2, 3, 4), centres)
+    counts = np.array([1e4, 1e4, 1e4])
+
+    def found(final):
+        return kmeans_check.centres_found(centres, final, counts, 0.0)
+
+    problem, words = found(centres[[2, 0, 1]] + 0.01)
+    assert problem is None and "found" in words
     moved = centres.copy()
     moved[1, 2] += 0.2  # 20 standard errors of a blob of 1e4 points
-    assert kmeans_check._check_centres(ctx, moved, totals).startswith("centroid 1")
+    assert found(moved)[0].startswith("centroid 1")
     merged = centres.copy()
     merged[0] = merged[1] + 1.0  # two centroids in one blob: a local optimum, not an error
-    assert "local optimum" in kmeans_check._check_centres(ctx, merged, totals)
+    problem, words = found(merged)
+    assert problem is None and "local optimum" in words
 
 
 def test_the_pipeline_modules_import_no_gpu_library():
     import ast
 
     for name in ("pipelines.kmeans.pipeline", "pipelines.kmeans.tasks", "pipelines.kmeans.check",
-                 "pipelines.kmeans.shared", "pipelines.kmeans.check_init", "pipelines.kmeans.init",
+                 "pipelines.kmeans.shared", "pipelines.kmeans.check_replay",
+                 "pipelines.kmeans.check_mutations", "pipelines.kmeans.init",
                  "pipelines.kmeans.baseline"):
         tree = ast.parse(open(importlib.util.find_spec(name).origin).read())
         imported = {alias.name.split(".")[0] for node in ast.walk(tree)
@@ -280,13 +294,18 @@ def test_gpu_branches_draw_and_check_alike(device_kernel):
     np.testing.assert_array_equal(counts, want_counts)  # the NumPy branch on the same points
     np.testing.assert_allclose(sums, want_sums, rtol=1e-12)
     assert inertia == pytest.approx(want_inertia, rel=1e-12)
-    totals = kmeans_check.shard_totals(4, 1, rows, clusters, "float32", "cupy",
-                                       start[None], np.array([0, 2]))
+    def job(**more):
+        """What the full check recomputes on shard 1 (which starts at row ``rows``), drawn again
+        on the device."""
+        return check_replay.Job(1, rows, rows, d, 4, clusters, "float32", "cupy", None,
+                                start[None], (), rows, None, np.array([0, 2]), **more)
+
+    totals = check_replay.shard_again(None, job())
     assert len(cupy.seeds) == 2 and cupy.seeds[0] == cupy.seeds[1]  # shard 1 drawn alike
-    np.testing.assert_array_equal(totals["picked"], start[[0, 2]])
-    np.testing.assert_array_equal(totals["counts"][0], counts)
-    np.testing.assert_allclose(totals["sums"][0], sums, rtol=1e-12)
-    assert totals["inertia"][0] == pytest.approx(inertia, rel=1e-6)
+    np.testing.assert_array_equal(totals.picked, start[[0, 2]])
+    np.testing.assert_array_equal(totals.whole[0].counts, counts)
+    np.testing.assert_allclose(totals.whole[0].projected, sums, rtol=1e-12)  # every feature
+    assert totals.whole[0].inertia == pytest.approx(inertia, rel=1e-6)
     # k-means||: one round sampled from the first point, replayed and weighed by the check
     first = start[:1]
     (_, _, cost), _ = kmeans_steps.shard_pass(x, first)
@@ -299,17 +318,14 @@ def test_gpu_branches_draw_and_check_alike(device_kernel):
     assert len(kept) > 0 and kept.min() >= rows
     candidates = np.concatenate([first, points])
     (_, weights, _), _ = kmeans_steps.shard_pass(x, candidates)
-    plan = {"seed": 4, "index": 1, "costs": [cost], "ends": [1], "factor": factor,
-            "kept": [kept - rows], "features": d}
-    for lost, wrong in ((0, 0), (1, 1)):
-        got = kmeans_check.shard_totals(
-            4, 1, rows, clusters, "float32", "cupy", start[None], kept - rows, None,
-            rows, candidates, {**plan, "kept": [(kept - rows)[lost:]]})
-        assert got["sampling_wrong"].tolist() == [wrong]
-    np.testing.assert_array_equal(got["picked"], points)
-    np.testing.assert_array_equal(got["weights"], weights)
-    assert got["costs"][0] == pytest.approx(cost, rel=1e-6)
-    assert got["first_wrong"][:3].tolist() == [0, kept[0], 0]  # row kept[0]: not reported
+    for lost in (0, 1):  # every sampled row reported, or the first left out
+        sampling = check_replay.Sampling(4, 1, candidates, (cost,), (1,), factor,
+                                         ((kept - rows)[lost:],), 256)
+        got = check_replay.shard_again(None, job(sampling=sampling, cells=(0, 1, 2)))
+        assert (got.first_wrong is None) == (lost == 0)
+    np.testing.assert_array_equal(sum(cell[1] for cell in got.init), weights)
+    assert sum(cell[3][0] for cell in got.init) == pytest.approx(cost, rel=1e-6)
+    assert got.first_wrong[:3] == (0, kept[0] - rows, False)  # row kept[0]: not reported
 
 
 # --------------------------------------------------------------------------- --input
@@ -338,9 +354,9 @@ def points_files(tmp_path_factory):
 def test_clustering_an_input_matches_numpy_and_verifies(cpu_client, points_files, kind, init):
     params = {"input": points_files[kind], "k": 3, "chunks": 700, "seed": 4, "init": init}
     spec, workload, raw = compute_as_runner(cpu_client, "kmeans-pipeline", **params)
-    assert workload.context["samples"] == 3000 and workload.context["features"] == 3
-    assert workload.context["dtype"] == ("float32" if kind == "npy" else "float64")
-    x = points_files["x"].astype(workload.context["dtype"])
+    assert workload.context.samples == 3000 and workload.context.features == 3
+    assert workload.context.dtype == ("float32" if kind == "npy" else "float64")
+    x = points_files["x"].astype(workload.context.dtype)
     if init == "random":
         rows = kmeans_init.random_rows(4, 3000, 3)
         np.testing.assert_array_equal(raw["centroids"][0], x[rows].astype(np.float64))
@@ -353,9 +369,10 @@ def test_clustering_an_input_matches_numpy_and_verifies(cpu_client, points_files
         assert check.ok, check.detail
         assert "no true centres" in check.detail
         for mutation in spec.mutations:
-            if init == "random" and mutation.name.startswith(kmeans_check.KMEANS_PARALLEL_ONLY):
+            if init == "random" and mutation.name.startswith(
+                    kmeans_mutations.KMEANS_PARALLEL_ONLY):
                 continue
-            if mutation.name.startswith(kmeans_check.LABELS_ONLY):  # no --labels here
+            if mutation.name.startswith(kmeans_mutations.LABELS_ONLY):  # no --labels here
                 continue
             altered = mutation.alter(dict(raw))
             assert not verify_on(cpu_client, spec, workload, altered, depth).ok, mutation.name
@@ -401,9 +418,6 @@ def test_cli_refuses_a_flat_input_in_one_line(points_files):
 
 # --------------------------------------------------------------------------- k-means|| init
 
-from pipelines.kmeans import check_init as kmeans_check_init  # noqa: E402
-
-
 def _in_process_init(params: dict, k: int):
     centres = kmeans_steps.blob_centres(params["seed"], params["clusters"], params["features"])
     sizes = numeric.shard_sizes(params["samples"], params["chunks"])
@@ -427,7 +441,7 @@ def test_the_reported_init_is_the_datas_points_and_reproducible(small_run):
     start, again = _in_process_init(SMALL, SMALL["clusters"])
     for key in ("rows", "weights", "rounds", "costs"):
         np.testing.assert_array_equal(again[key], chosen[key])
-    assert len(chosen["costs"]) == kmeans_data.KMEANS_PARALLEL_ROUNDS == kmeans_check_init.ROUNDS
+    assert len(chosen["costs"]) == kmeans_data.KMEANS_PARALLEL_ROUNDS == kmeans_check.ROUNDS
     np.testing.assert_array_equal(start, raw["centroids"][0])
 
 
@@ -450,24 +464,25 @@ def test_weighted_kmeans_ends_at_a_fixed_point():
         np.testing.assert_allclose(c[j], np.average(points[mine], axis=0, weights=weights[mine]),
                                    rtol=1e-12, atol=1e-12)
     chosen = {"points": points, "weights": weights}
-    assert kmeans_check_init.check_fixed_point(chosen, c) is None
+    assert kmeans_check.fixed_point_problem(chosen, c) is None
     # from any start the steps end at one, which the check accepts too
     mid = kmeans_init.weighted_lloyd(points, weights, points[:4])
-    assert kmeans_check_init.check_fixed_point(chosen, mid) is None
-    assert "not a fixed point" in kmeans_check_init.check_fixed_point(chosen, points[:4])
+    assert kmeans_check.fixed_point_problem(chosen, mid) is None
+    assert "not a fixed point" in kmeans_check.fixed_point_problem(chosen, points[:4])
     moved = c.copy()
     moved[2, 1] += 1e-6
-    assert kmeans_check_init.check_fixed_point(chosen, moved).startswith("initial centroid 2")
+    assert kmeans_check.fixed_point_problem(chosen, moved).startswith("initial centroid 2")
     assert np.array_equal(kmeans_init.weighted_kmeans(points, weights, 4, seed=2), c)
 
 
 def test_the_init_checks_fail_on_crafted_wrong_candidates():
-    ctx = {"k": 2, "samples": 50, "features": 2, "seed": 3}
-    first = int(kmeans_check_init.seeded_rows(3, 50, 1)[0])
+    ctx = SimpleNamespace(k=2, samples=50, features=2, seed=3)
+    first = int(check_replay.seeded_rows(3, 50, 1)[0])
+    assert first == kmeans_init.random_rows(3, 50, 1)[0]
     good = {"rows": np.array([first, 7, 9]), "points": np.arange(6.0).reshape(3, 2),
             "weights": np.array([20, 20, 10]), "rounds": np.array([0, 1, 3]),
             "costs": np.array([9.0, 5.0, 4.0, 3.0, 2.0])}
-    assert kmeans_check_init.check_reported(ctx, good) is None
+    assert kmeans_check.candidates_problem(ctx, good) is None
     for change, fragment in (({"rows": np.array([first, 7, 50])}, "outside"),
                              ({"rows": np.array([first])}, "at least --k 2"),
                              ({"weights": np.array([20, -1, 31])}, "whole counts"),
@@ -476,43 +491,55 @@ def test_the_init_checks_fail_on_crafted_wrong_candidates():
                              ({"rounds": np.array([0, 3, 1])}, "non-decreasing"),
                              ({"costs": np.array([9.0, 5.0, 4.0, 3.0])}, "ran 4 sampling"),
                              ({"costs": np.array([9.0, 5.0, 0.0])}, "did not run")):
-        assert fragment in kmeans_check_init.check_reported(ctx, {**good, **change})
-    assert "no initial candidates" in kmeans_check_init.check_reported(ctx, None)
+        assert fragment in kmeans_check.candidates_problem(ctx, {**good, **change})
+    assert "no initial candidates" in kmeans_check.candidates_problem(ctx, None)
     read = good["points"].copy()
-    assert kmeans_check_init.check_points(ctx, good, read) is None
+    assert kmeans_check.points_problem(ctx, good, read) is None
     read[1, 1] += 1e-9  # the data's point differs from the reported candidate
-    assert kmeans_check_init.check_points(ctx, good, read).startswith("initial candidate 1")
+    assert kmeans_check.points_problem(ctx, good, read).startswith("initial candidate 1")
     shifted = {**good, "rows": np.array([(first + 1) % 50, 7, 9])}
-    assert "the seeded row" in kmeans_check_init.check_points(ctx, shifted, good["points"])
-    counted, near = np.array([19.0, 21.0, 10.0]), np.array([1.0, 1.0, 0.0])
-    assert kmeans_check_init.check_weights(good, counted, near, 50.0) is None
-    assert "sum to 50" in kmeans_check_init.check_weights(good, counted, near, 51.0)
-    assert kmeans_check_init.check_weights(good, counted, near * 0, 50.0).startswith(
-        "initial candidate 0 has weight 20; 19 points")
+    assert "the seeded row" in kmeans_check.points_problem(ctx, shifted, good["points"])
+
+
+def _cells_altered(raw: dict, name: str, index: tuple, total: str, at: tuple, by: float):
+    """``raw`` with the k-means|| cells' ``name`` at ``index`` and the total ``total`` at
+    ``at`` changed by ``by`` together (the run's certificate adds up)."""
+    cells = np.array(raw["init"][name], dtype=np.float64, copy=True)
+    cells[index] += by
+    reported = np.array(raw["init"][total], dtype=np.float64, copy=True)
+    reported[at] += by
+    return {**raw, "init": {**raw["init"], name: cells, total: reported}}
+
+
+@pytest.mark.parametrize("depth", ["fast", "full"])
+def test_weights_and_costs_altered_with_their_cells_fail(cpu_client, small_run, depth):
+    """A candidate's weight and its cells' (or a round's cost and a cell's) changed together:
+    the cells recomputed show it; a weight moved in a cell the fast sample leaves out, the
+    weights' sum."""
+    spec, workload, raw = small_run
+    plan = kmeans_check.plans(workload.context, 1, "fast").cells
+    outside, inside = min(set(range(plan.population)) - set(plan.parts)), plan.parts[1]
+    heavier = _cells_altered(raw, "cell_weights", (outside, 0), "weights", 0, 1)
+    check = verify_on(cpu_client, spec, workload, heavier, depth)
+    said = ("initial candidate weights sum to 6001, not the 6000 points counted"
+            if depth == "fast" else "initial candidate 0: the run weighs ")
+    assert not check.ok and said in check.detail, check.detail
+    costlier = _cells_altered(raw, "cell_costs", (2, inside), "costs", 2, 1.0)
+    check = verify_on(cpu_client, spec, workload, costlier, depth)
+    assert not check.ok and f"k-means|| round 2: cell {inside}'s sampling cost " in (
+        check.detail), check.detail
 
 
 def test_the_seeded_blobs_check():
     centres = np.array([[0.0, 0.0], [20.0, 0.0], [0.0, 20.0]])
     many = np.array([500.0, 500.0, 500.0])
-    failure, words = kmeans_check_init.check_seeded_blobs(centres + 1.0, centres, many)
+    failure, words = kmeans_check.seeded_blobs(centres + 1.0, centres, many)
     assert failure is None and "every blob seeded" in words
     two = centres[[0, 0, 2]] + np.array([[1.0, 0], [-1.0, 0], [0, 0]])
-    failure, _ = kmeans_check_init.check_seeded_blobs(two, centres, many)
+    failure, _ = kmeans_check.seeded_blobs(two, centres, many)
     assert "blob 1 has 0 and blob 0 has 2" in failure
-    failure, words = kmeans_check_init.check_seeded_blobs(two, centres, many * [1, 0.1, 1])
+    failure, words = kmeans_check.seeded_blobs(two, centres, many * [1, 0.1, 1])
     assert failure is None and "not paired" in words
-
-
-def test_the_sampling_check_fails_on_a_wrong_cost_or_draw():
-    chosen = {"costs": np.array([100.0, 50.0])}
-    totals = {"counts": np.array([[60.0, 40.0]]), "costs": np.array([100.0, 50.0]),
-              "costs_tol": np.array([1e-9, 1e-9]), "first_wrong": [np.array([])]}
-    assert kmeans_check_init.check_sampling({}, chosen, totals) is None
-    assert "round 1: sampling cost 50.5" in kmeans_check_init.check_sampling(
-        {}, {"costs": np.array([100.0, 50.5])}, totals)
-    totals["first_wrong"].append(np.array([1, 17, 0, 0.01, 0.5]))
-    assert kmeans_check_init.check_sampling({}, chosen, totals) == (
-        "k-means|| round 1: row 17 was not sampled, its draw 0.01 against its probability 0.5")
 
 
 # --------------------------------------------------------------------------- the fast check
@@ -534,8 +561,8 @@ def test_the_run_reports_its_cells_beside_its_answer(small_run):
     and the iterations before the last are their cells' Lloyd steps."""
     _spec, workload, raw = small_run
     chosen = raw["init"]
-    cell = kmeans_data.cell_rows(SMALL["samples"], workload.context["k"])
-    cells = sum(kmeans_data.cells_of(n, cell) for n in workload.context["sizes"])
+    cell = kmeans_data.cell_rows(SMALL["samples"], workload.context.k)
+    cells = sum(kmeans_data.cells_of(n, cell) for n in workload.context.sizes)
     assert chosen["cell_weights"].shape == (cells, len(chosen["rows"]))
     np.testing.assert_array_equal(chosen["cell_weights"].sum(axis=0), chosen["weights"])
     rounds = np.asarray(chosen["rounds"])
@@ -630,6 +657,114 @@ def test_a_sampling_fault_on_a_quarter_of_the_shards_fails_both_depths(
         assert not check.ok and "sampled" in check.detail, (depth, check.detail)
 
 
+@functools.cache
+def _first_points() -> np.ndarray:
+    """The first point of each of ``KFAULT``'s four shards."""
+    return numpy_data(KFAULT)[::KFAULT["chunks"]]
+
+
+def _shard_of(x) -> int | None:
+    """Which of ``KFAULT``'s shards ``x`` is (or is a part of), known by its first point."""
+    owner = x if x.base is None else x.base
+    if owner.ndim != 2 or owner.shape[0] != KFAULT["chunks"]:
+        return None
+    same = np.flatnonzero((_first_points() == owner[0]).all(axis=1))
+    return int(same[0]) if len(same) else None
+
+
+# One shard of the four: a random one (not the first), and the last. Each holds a quarter of
+# the Lloyd cells, so the fast depth's sample (a tenth caught at 99.9 %) finds it.
+ONE_SHARD = {"random": int(np.random.default_rng(12).integers(1, 3)), "last": 3}
+
+
+@pytest.mark.parametrize("where", sorted(ONE_SHARD))
+def test_sums_off_on_one_shard_fail_both_depths(in_process_client, monkeypatch, where):
+    """The kernel's sums off by 0.1 % on one shard, at every pass (its cells' too: the run's
+    certificates add up): the shard's cells recomputed show it."""
+    original, faulty = kmeans_steps.kmeans_pass, ONE_SHARD[where]
+
+    def off(x, centroids):
+        sums, counts, inertia = original(x, centroids)
+        return (sums * 1.001 if _shard_of(x) == faulty else sums), counts, inertia
+
+    monkeypatch.setattr(kmeans_steps, "kmeans_pass", off)
+    spec, workload, raw = compute_as_runner(in_process_client, "kmeans-pipeline", **KFAULT)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok and f", shard {faulty} cell " in check.detail, (depth, check.detail)
+        assert " points sum to " in check.detail, check.detail
+
+
+def _initial_centroids(params: dict) -> np.ndarray:
+    """The random initial centroids of ``params``' run: the seeded points of its data."""
+    rows = kmeans_init.random_rows(params["seed"], params["samples"], params["clusters"])
+    return numpy_data(params)[rows].astype(np.float64)
+
+
+def test_sums_off_in_an_early_iteration_fail_both_depths(in_process_client, monkeypatch):
+    """The first iteration's pass (of six) off by 0.1 % on every shard; the cells the run
+    passes again for its certificates are right, so the first step is not their Lloyd step
+    (fast), nor that of the points (full)."""
+    original, start = kmeans_steps.kmeans_pass, _initial_centroids(KFAULT)
+
+    def off(x, centroids):
+        sums, counts, inertia = original(x, centroids)
+        first = x.base is None and np.array_equal(centroids, start)  # a whole shard, at 0
+        return (sums * 1.001 if first else sums), counts, inertia
+
+    monkeypatch.setattr(kmeans_steps, "kmeans_pass", off)
+    spec, workload, raw = compute_as_runner(in_process_client, "kmeans-pipeline", **KFAULT)
+    assert raw["iterations"] == 6
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok and check.detail.startswith("iteration 1: centroid "), check.detail
+        source = "summed from the run's cells " if depth == "fast" else ""
+        assert f"the mean of its points {source}is" in check.detail, check.detail
+
+
+def test_a_few_cells_of_an_early_iteration_are_caught_by_recomputing_sampled_cells(
+        in_process_client, monkeypatch):
+    """The issue: a fault confined to a few cells of the first iteration, which the run's loop
+    and its certificates both carry (the cells' sums and the shard's, so the centroids after
+    it, altered together), hits no certificate, no last iteration, no inertia: of the fast
+    steps only the Lloyd cells recomputed see it. Without that step the fault passes fast;
+    full recomputes every iteration and catches it too."""
+    session, spec = in_process_client, registry.get("kmeans-pipeline")
+    with dask.config.set(scheduler=session.client):
+        workload = spec.workload(session.backend, spec.resolve(session.backend, **KFAULT))
+    ctx = workload.context
+    cells = ctx.cells(ctx.lloyd_rows(KFAULT["max_iter"]))
+    sampled = [cells.locate(part) for part in kmeans_check.plans(
+        ctx, KFAULT["max_iter"], "fast").lloyd if part < cells.total]  # iteration 1's
+    shard = sorted({s for s, _ in sampled})[np.random.default_rng(5).integers(0, 2)]
+    faulty = sorted(c for s, c in sampled if s == shard)
+    rows = kmeans_data.lloyd_cell_rows(KFAULT["samples"], KFAULT["clusters"],
+                                       KFAULT["features"], KFAULT["max_iter"] - 1)
+    original, start = kmeans_steps.kmeans_pass, _initial_centroids(KFAULT)
+
+    def off(x, centroids):
+        sums, counts, inertia = original(x, centroids)
+        if _shard_of(x) != shard or not np.array_equal(centroids, start):
+            return sums, counts, inertia
+        if x.base is None:  # the loop's pass over the shard: every faulty cell's sums
+            return sums + len(faulty), counts, inertia
+        first = (x.__array_interface__["data"][0]
+                 - x.base.__array_interface__["data"][0]) // x.base.strides[0]
+        return (sums + 1.0 if first // rows in faulty else sums), counts, inertia
+
+    monkeypatch.setattr(kmeans_steps, "kmeans_pass", off)
+    raw = runner.compute(session.client, workload.collection, session.backend, None)
+    assert raw["iterations"] == KFAULT["max_iter"] and 1 <= len(faulty) <= 4
+    check = verify_on(session, spec, workload, raw, "fast")
+    assert not check.ok and check.detail.startswith(
+        f"iteration 1, shard {shard} cell {faulty[0]}: centroid "), check.detail
+    full = verify_on(session, spec, workload, raw, "full")
+    assert not full.ok and full.detail.startswith("iteration 1, "), full.detail
+    monkeypatch.setattr(kmeans_check, "lloyd_cells_again", lambda ctx, result, verdict: None)
+    assert verify_on(session, spec, workload, raw, "fast").ok  # no other fast step sees it
+    workload.context.kept.shards.release()
+
+
 @pytest.mark.parametrize("params", [KFAULT, KFAULT_INIT], ids=["random", "k-means||"])
 def test_the_unfaulted_run_verifies_at_both_depths(in_process_client, params):
     spec, workload, raw = compute_as_runner(in_process_client, "kmeans-pipeline", **params)
@@ -648,7 +783,7 @@ def test_the_fast_check_reads_an_inputs_points_again(in_process_client, points_f
     def corrupt(x):
         x[3, 1] += 1.0  # the worker's kept copy (a thread of this process)
 
-    shard = workload.context["shards"].futures[0]
+    shard = workload.context.kept.shards.futures[0]
     in_process_client.client.submit(corrupt, shard, pure=False).result()
     check = verify_on(in_process_client, spec, workload, raw, "fast")
     assert not check.ok and "differs from the input's file" in check.detail, check.detail
@@ -657,8 +792,6 @@ def test_the_fast_check_reads_an_inputs_points_again(in_process_client, points_f
 def test_the_fast_checks_device_branch_computes_as_on_numpy(device_kernel):
     """The fast check's worker side on CuPy (the strict stand-in): the same totals as on the
     NumPy branch, for the same points."""
-    from pipelines.kmeans import check_kept
-
     cupy = device_kernel
     d, clusters, rows = 5, 3, 3000
     centres = kmeans_steps.blob_centres(4, clusters, d)
@@ -667,31 +800,31 @@ def test_the_fast_checks_device_branch_computes_as_on_numpy(device_kernel):
     sets = np.stack([x[:clusters].astype(np.float64), centres])
     probes = np.random.default_rng(1).standard_normal((d, 4))
     for finite_only in (False, True):
-        mine = check_kept.lloyd_totals(cupy, on_device, sets, 2**-24, finite_only, probes)
-        theirs = check_kept.lloyd_totals(np, x, sets, 2**-24, finite_only, probes)
+        mine = check_replay.lloyd_totals(cupy, on_device, sets, probes, "float32", finite_only)
+        theirs = check_replay.lloyd_totals(np, x, sets, probes, "float32", finite_only)
         for key in ("counts", "projected", "inertia", "inertia_tol", "near"):
-            assert isinstance(mine[key], np.ndarray), key  # on the host
-            np.testing.assert_array_equal(mine[key], theirs[key])
+            for s in range(2):
+                value = getattr(mine[s], key)
+                assert isinstance(value, np.ndarray | float), key  # on the host
+                np.testing.assert_array_equal(value, getattr(theirs[s], key))
     (sums, counts, inertia), _ = kmeans_steps.shard_pass(on_device, sets[0])
-    np.testing.assert_array_equal(theirs["counts"][0], counts)
-    np.testing.assert_allclose(theirs["projected"][0], sums @ probes, rtol=1e-9)
+    np.testing.assert_array_equal(theirs[0].counts, counts)
+    np.testing.assert_allclose(theirs[0].projected, sums @ probes, rtol=1e-9)
     first = x[:1].astype(np.float64)
     (_, _, cost), _ = kmeans_steps.shard_pass(on_device, first)
     kept, points = kmeans_init.sample_far(on_device, first, cost, 6.0, 4, 0, 0)
     candidates = np.concatenate([first, points])
-    job = {"candidates": candidates, "cell": 256, "cells": [0, 3, 11], "start": 0,
-           "plan": {"seed": 4, "index": 0, "costs": [cost], "ends": [1], "factor": 6.0,
-                    "kept": [kept], "features": d}}
-    found, wrong = check_kept.init_cells(cupy, on_device, job, 2**-24)
-    again, _ = check_kept.init_cells(np, x, job, 2**-24)
-    assert len(wrong) == 0 and [f[0] for f in found] == [0, 3, 11]
+    sampling = check_replay.Sampling(4, 0, candidates, (cost,), (1,), 6.0, (kept,), 256)
+    found, wrong = check_replay.init_cells(cupy, on_device, sampling, [0, 3, 11], "float32")
+    again, _ = check_replay.init_cells(np, x, sampling, [0, 3, 11], "float32")
+    assert wrong is None and [f[0] for f in found] == [0, 3, 11]
     for mine, theirs in zip(found, again, strict=True):
         np.testing.assert_array_equal(mine[1], theirs[1])
         np.testing.assert_allclose(mine[3], theirs[3], rtol=1e-12)
-    drawn = check_kept.kept_data(cupy, on_device, {"library": "cupy", "cell": 256,
-                                                   "dtype": "float32",
-                                                   "redraw": (4, 0, clusters)})
-    assert drawn["compared"] == 0 and drawn["blob_points"].sum() == rows
+    job = check_replay.Job(0, 0, rows, d, 4, clusters, "float32", "cupy", None, sets[:1], (),
+                           rows, probes, np.array([0]), cell=256)
+    blobs, compared, differ = check_replay.kept_data(cupy, on_device, job)
+    assert compared == 0 and differ == -1 and blobs.sum() == rows
 
 
 @pytest.mark.gpu
