@@ -6,9 +6,9 @@
 - ``tasks.py``: what runs on the workers: the shards, the gradient pass, the training loop.
 - ``hidden.py``: the hidden-layer model (``--hidden``) on the workers: initial weights, a pass.
 - ``shared.py``: what the run and its check both use: the data's scheme and constants.
-- ``check.py``: the verification and its mutations.
-- ``check_replay.py``: the check's own replay of the training steps.
-- ``check_hidden.py``: the check's own float64 evaluation of the hidden-layer model.
+- ``check.py``: the check's declaration and the steps both depths share; ``check_fast.py``,
+  ``check_full.py``: each depth's own; ``check_replay.py``: its worker side, the model
+  evaluated its own way; ``check_mutations.py``: the wrong results it must reject.
 
 Importing this package imports nothing: a worker that unpickles one of its tasks imports it
 first.

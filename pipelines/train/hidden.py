@@ -51,13 +51,14 @@ def layers(flat: np.ndarray, features: int, classes: int) -> Layers:
 
 
 def pass_in_blocks(xp, x, y, weights: Layers, gradient: bool, block: int,
-                   probes=None) -> tuple:
+                   probes=None, report=None) -> tuple:
     """Loss sum, right answers and (if asked) flat float64 gradient, ``block`` rows at a time.
 
     As the linear model's pass (:func:`pipelines.train.tasks.shard_pass`): each block is a
     cell, read from memory once for the forward and the backward pass; its gradient is one
     product each way in the data's dtype, added in float64 across blocks, on CPU and GPU
-    workers alike. ``probes`` (flat, ``(PROBES, parameters)``) give each cell's ``r . g``.
+    workers alike. ``probes`` (flat, ``(PROBES, parameters)``) give each cell's ``r . g``;
+    the cells of ``report`` give their flat gradient whole too.
     """
     first, second = xp.asarray(weights.first), xp.asarray(weights.second)
     features, hidden, classes = first.shape[0] - 1, first.shape[1], second.shape[1]
@@ -69,7 +70,7 @@ def pass_in_blocks(xp, x, y, weights: Layers, gradient: bool, block: int,
         r1, r2 = unpacked(np.asarray(probes, dtype=np.float64), features, classes)
         along = [xp.asarray(np.ascontiguousarray(part).reshape(PROBES, -1)) for part in
                  (r1[:, :-1], r1[:, -1], r2[:, :-1], r2[:, -1])]
-    losses, hits, probed = [], [], []
+    losses, hits, probed, whole = [], [], [], []
     offsets = xp.arange(min(block, y.shape[0]))
     for start in range(0, y.shape[0], block):
         xb, yb = x[start:start + block], y[start:start + block]
@@ -97,20 +98,31 @@ def pass_in_blocks(xp, x, y, weights: Layers, gradient: bool, block: int,
         if along is not None:
             probed.append(sum(r @ part.reshape(-1) for r, part in zip(along, parts,
                                                                        strict=True)))
+        if report is not None and start // block in report:
+            whole.append(_flat(parts))
     cells = {"loss": _host_values(xp, losses, np.float64),
              "right": _host_values(xp, hits, np.int64)}
     if probed:
         cells["probe"] = np.asarray(backends.to_host(xp.stack(probed)), dtype=np.float64)
+    if report is not None:
+        cells["gradient"] = np.array(whole, dtype=np.float64).reshape(
+            len(whole), sum(s.size for s in sums))
+        cells["reported"] = np.asarray(report, dtype=np.int64)
     loss = 0.0
     for value in cells["loss"]:
         loss += float(value)
     right = int(cells["right"].sum())
     if not gradient:
         return 0.0, loss, right, cells
-    flat = np.concatenate([
-        np.vstack([backends.to_host(sums[0]), backends.to_host(sums[1])[None]]).reshape(-1),
-        np.vstack([backends.to_host(sums[2]), backends.to_host(sums[3])[None]]).reshape(-1)])
-    return flat, loss, right, cells
+    return _flat(sums), loss, right, cells
+
+
+def _flat(parts) -> np.ndarray:
+    """``(W1, b1, W2, b2)``'s gradient parts as one flat float64 host vector."""
+    return np.concatenate([
+        np.vstack([backends.to_host(parts[0]), backends.to_host(parts[1])[None]]).reshape(-1),
+        np.vstack([backends.to_host(parts[2]), backends.to_host(parts[3])[None]]).reshape(-1)
+    ]).astype(np.float64)
 
 
 def _host_values(xp, values: list, dtype) -> np.ndarray:

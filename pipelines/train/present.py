@@ -17,9 +17,9 @@ def present(workload: Workload, raw: dict) -> dict:
     check reads them), which lets them go.
     """
     ctx = workload.context
-    ctx["presented"] = True
-    ctx["final_weights"] = np.asarray(raw["weights"][-1])  # what --output writes
-    samples, tested = ctx["samples"], sum(ctx["test_sizes"])
+    ctx.kept.presented = True
+    ctx.kept.final_weights = np.asarray(raw["weights"][-1])  # what --output writes
+    samples, tested = ctx.samples, sum(ctx.test_sizes)
     accuracies = np.asarray(raw["right"]) / np.maximum(np.asarray(raw["rows"]), 1)
     test = int(raw["test_right"]) / tested
     wall = float(np.median(raw["step_s"]))
@@ -42,7 +42,7 @@ def present(workload: Workload, raw: dict) -> dict:
         "step_compute_s": computing,
         "step_communication_s": communicating,
     })
-    if ctx["input"] is None:  # only a teacher knows the best accuracy
+    if ctx.teacher:  # only a teacher knows the best accuracy
         workload.description["best_accuracy"] = float(raw["test_best"]) / tested
     return value_of(raw, samples, tested)
 

@@ -4,13 +4,19 @@ The documented data scheme, as constants: a teacher (softmax regression with ran
 labels standard normal features, a Gumbel draw per class making its labels noisy, so that
 the best accuracy any model can reach is known. Per-block seeds follow daskgpu's scheme,
 ``SeedSequence(seed, spawn_key=(part, shard))``: ``part`` is :data:`TRAIN` or :data:`TEST`;
-the teacher's weights come from ``spawn_key=(TEACHER,)``. And the shard geometry. Nothing
-here draws, trains or checks.
+the teacher's weights come from ``spawn_key=(TEACHER,)``. And the shard geometry, and
+:class:`TrainContext`, what the check knows of a run. Nothing here draws, trains or checks.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from daskgpu.verification import Cells
 
 #: ``spawn_key`` parts of the per-shard seeds: training rows, held-out test rows, the teacher.
 TRAIN, TEST, TEACHER = 0, 1, 2
@@ -159,3 +165,90 @@ def cells_of(rows: int, cell: int) -> int:
     (2, 1)
     """
     return -(-rows // cell)
+
+
+@dataclass(frozen=True)
+class InputFiles:
+    """Where an input's rows are read again: the features' and labels' paths and kinds."""
+
+    features: str
+    features_kind: str
+    labels: str
+    labels_kind: str
+    rows: int
+
+
+@dataclass
+class Kept:
+    """What a presented run keeps beside its context (mutable, unlike the context)."""
+
+    presented: bool = False
+    final_weights: Any = None
+
+
+@dataclass(frozen=True)
+class TrainContext:
+    """What train-pipeline's check (and its ``--output``) knows of a run.
+
+    ``source`` is the input (None for a teacher's data); ``shards`` the shards kept on the
+    workers (:class:`~daskgpu.toolkit.data_parallel.ShardKeys`: the training ones, then the
+    test ones); ``training`` the arguments the steps are driven with; ``kept`` what
+    presenting the run noted.
+    """
+
+    samples: int
+    features: int
+    classes: int = 10
+    steps: int = 1
+    learning_rate: float = 0.5
+    seed: int = 0
+    batch: int | None = None
+    hidden: int | None = None
+    dtype: str = "float32"
+    library: str = "numpy"
+    train_sizes: tuple[int, ...] = ()
+    test_sizes: tuple[int, ...] = ()
+    source: InputFiles | None = None
+    validation_fraction: float | None = None
+    init_weights: str | None = None
+    shards: Any = None
+    training: tuple = ()
+    kept: Kept = field(default_factory=Kept)
+
+    @property
+    def teacher(self) -> bool:
+        """Whether the rows are a teacher's (generated), not an input's."""
+        return self.source is None
+
+    @property
+    def cell(self) -> int:
+        """Rows of one cell of a pass."""
+        return cell_rows(self.features, np.dtype(self.dtype).itemsize, self.library)
+
+    @property
+    def parameters(self) -> int:
+        """Weights and biases of the model."""
+        return parameter_count(self.features, self.hidden, self.classes)
+
+    @property
+    def held_out(self) -> int:
+        """Held-out rows of an input."""
+        return input_held_out(self.source.rows, self.validation_fraction)
+
+    @property
+    def read_sizes(self) -> tuple[int, ...]:
+        """Rows each training shard reads in a step: all, or its share of the mini-batch."""
+        if self.batch is None:
+            return self.train_sizes
+        return tuple(batch_rows(self.batch, n, self.samples) for n in self.train_sizes)
+
+    @property
+    def scales(self) -> np.ndarray:
+        """Each training shard's rows over the rows it reads in a step."""
+        return np.array(self.train_sizes) / np.array(self.read_sizes)
+
+    def cells(self, passed: str) -> Cells:
+        """The cells of a pass: ``"steps"`` (a step's), ``"final"`` or ``"test"``, by shard."""
+        sizes = {"steps": self.read_sizes, "final": self.train_sizes,
+                 "test": self.test_sizes}[passed]
+        return Cells(tuple(cells_of(n, self.cell) for n in sizes))

@@ -95,7 +95,8 @@ def batch_draw(seed: int, step: int, index: int, rows: int, batch: int, samples:
 
 
 def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
-               batch: tuple | None = None, probes: np.ndarray | None = None) -> tuple:
+               batch: tuple | None = None, probes: np.ndarray | None = None,
+               report: np.ndarray | None = None) -> tuple:
     """One shard's loss sum, right answers and (if asked) gradient sum at ``weights``.
 
     With ``batch`` ``(seed, step, batch size, samples)`` only the shard's rows of that step's
@@ -105,7 +106,9 @@ def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
     (:func:`pipelines.train.shared.cell_rows`), and each cell's sums are reported too, for
     the check: its loss sum, right answers and, with the gradient, ``r^T G s`` of its
     gradient ``G`` for each probe ``(r, s)`` of ``probes`` (:func:`gradient_probes`),
-    unscaled.
+    unscaled. With ``report``, ``(shard index, cell)`` rows, the cells of this shard named
+    there also report their gradient whole, flat in float64 (``gradient``, one row a cell, in
+    cell order; ``reported``: their cells): the fast check's seeded sample recomputes them.
 
     Returns
     -------
@@ -127,32 +130,38 @@ def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
         chosen = xp.asarray(chosen)
         x, y = x[chosen], y[chosen]
     block = cell_rows(x.shape[1], x.dtype.itemsize, library)
+    if gradient and report is not None:
+        report = np.asarray(report).reshape(-1, 2)
+        report = report[report[:, 0] == shard["index"], 1]
+    else:
+        report = None
     if isinstance(weights, hidden_layer.Layers):
         total, loss, right, cells = hidden_layer.pass_in_blocks(
-            xp, x, y, weights, gradient, block, probes if gradient else None)
+            xp, x, y, weights, gradient, block, probes if gradient else None, report)
     else:
         total, loss, right, cells = _pass_in_blocks(xp, x, y, xp.asarray(weights), gradient,
-                                                    block, probes if gradient else None)
+                                                    block, probes if gradient else None, report)
     if gradient:
         total *= scale
     return ((total, loss * scale, right, int(y.shape[0]), [(shard["index"], cells)]),
             time.perf_counter() - began)
 
 
-def _pass_in_blocks(xp, x, y, w, gradient: bool, block: int, probes=None) -> tuple:
+def _pass_in_blocks(xp, x, y, w, gradient: bool, block: int, probes=None, report=None) -> tuple:
     """Loss sum, right answers and (if asked) float64 gradient of rows ``block`` at a time.
 
     On CPU a block small enough for the core's cache is read from memory once for both
     products (logits, then the gradient), where whole-shard products read every row twice;
     on two cores sharing memory that was 20 % of a step. The gradient is summed in float64.
     Each block is a cell: its loss sum, right answers and probed gradient are kept too
-    (``cells``: host arrays ``loss``, ``right`` and, with ``probes``, ``probe``).
+    (``cells``: host arrays ``loss``, ``right`` and, with ``probes``, ``probe``; with
+    ``report``, the cells whose gradient is reported whole, see :func:`shard_pass`).
     """
     features, classes = w.shape[0] - 1, w.shape[1]
     weights, bias = w[:-1], w[-1]
     transposed = xp.zeros((classes, features), dtype=np.float64)  # the gradient, transposed
     bias_gradient = xp.zeros(classes, dtype=np.float64)
-    losses, hits, probed = [], [], []
+    losses, hits, probed, whole = [], [], [], []
     if probes is not None:  # r of the features, r of the bias, s
         probes = np.asarray(probes, dtype=np.float64)
         towards, lift, along = (xp.asarray(probes[:, :features].T),
@@ -179,10 +188,16 @@ def _pass_in_blocks(xp, x, y, w, gradient: bool, block: int, probes=None) -> tup
             if probes is not None:  # r^T G s of this cell, for each probe: a few flops
                 probed.append(((part @ towards) * along.T).sum(axis=0)
                               + (along @ part_bias) * lift)
+            if report is not None and start // block in report:
+                whole.append(np.vstack([backends.to_host(part).T.astype(np.float64),
+                                        backends.to_host(part_bias)[None]]).ravel())
     cells = {"loss": _host_values(xp, losses, np.float64),
              "right": _host_values(xp, hits, np.int64)}
     if probed:
         cells["probe"] = np.asarray(backends.to_host(xp.stack(probed)), dtype=np.float64)
+    if report is not None:
+        cells["gradient"] = np.array(whole, dtype=np.float64).reshape(len(whole), w.size)
+        cells["reported"] = np.asarray(report, dtype=np.int64)
     loss = 0.0
     for value in cells["loss"]:  # in block order, as one running sum
         loss += float(value)
@@ -212,12 +227,14 @@ def shard_best(shard: dict) -> float:
 
 def train(client, shards, train_shards: int, samples: int, features: int, classes: int,
           steps: int, rate: float, dtype: str, library: str, seed: int = 0,
-          batch: int | None = None, initial: np.ndarray | None = None) -> dict:
+          batch: int | None = None, initial: np.ndarray | None = None,
+          report: list | None = None) -> dict:
     """Gradient descent from ``initial`` weights on persisted ``shards``, driven here.
 
     ``initial``: ``(features + 1, classes)`` weights of softmax regression (``None``: zero),
     or a hidden-layer model's flat weights (:mod:`pipelines.train.hidden`): then every
-    step's weights and gradient are flat, and the workers get ``(W1, W2)``.
+    step's weights and gradient are flat, and the workers get ``(W1, W2)``. ``report``: per
+    step, the ``(shard, cell)`` rows whose gradient is reported whole (:func:`shard_pass`).
 
     ``shards[:train_shards]`` hold the training rows, the rest the held-out test rows.
     Every step: the weights broadcast, one :func:`shard_pass` per shard (on all its rows, or
@@ -253,7 +270,7 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
         drawn = None if batch is None else (seed, t, batch, samples)
         (gradient, loss, hits, read, cells), spent = data_parallel.step(
             client, training, shard_pass, data_parallel.add_pairs, current, True, library,
-            drawn, probes)
+            drawn, probes, None if report is None else report[t])
         began = time.perf_counter()
         w = (w - rate * (gradient / samples)).astype(dtype)
         current.release()

@@ -4,6 +4,7 @@ held-out split (--validation-fraction); the GPU pass's float64 accumulation over
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import re
 
@@ -14,7 +15,7 @@ from conftest import compute_as_runner, train_rows, verify_on
 import daskgpu
 from daskgpu.errors import InputFileError, ParameterError
 from daskgpu.toolkit import registry
-from pipelines.train import check_hidden
+from pipelines.train import check_replay
 from pipelines.train import hidden as hidden_layer
 from pipelines.train import shared as train_data
 from pipelines.train import tasks as train_steps
@@ -98,19 +99,20 @@ def test_both_depths_verify_the_hidden_layer_and_catch_every_mutation(cpu_client
 def test_another_initialisation_fails_both_depths(cpu_client, hidden_run, depth):
     """The check draws the documented initial weights itself: a run started elsewhere fails."""
     spec, workload, raw = hidden_run
-    workload.context["seed"] += 1
+    ctx = workload.context
+    workload.context = dataclasses.replace(ctx, seed=ctx.seed + 1)
     try:
         check = verify_on(cpu_client, spec, workload, raw, depth)
     finally:
-        workload.context["seed"] -= 1
+        workload.context = ctx
     assert not check.ok
     assert "before the first step are not the seeded Glorot-uniform draw" in check.detail
 
 
 def _gradient_off(original):
-    def faulty(shard, weights, gradient, library, batch=None, probes=None):
+    def faulty(shard, weights, gradient, library, batch=None, probes=None, report=None):
         (total, loss, right, rows, cells), seconds = original(shard, weights, gradient,
-                                                              library, batch, probes)
+                                                              library, batch, probes, report)
         if shard["index"] == 0 and shard["y"].shape[0] == 1000 and gradient:
             total = total.copy()
             first = (HIDDEN["features"] + 1) * HIDDEN["hidden"]
@@ -148,7 +150,8 @@ def test_the_gradients_are_the_losss_finite_differences():
     flat = rng.standard_normal(train_data.parameter_count(d, h, k)) * 0.7
     layers = hidden_layer.layers(flat, d, k)
     run, loss, _right, _cells = hidden_layer.pass_in_blocks(np, x, y, layers, True, 9)
-    check = check_hidden.evaluate(np, x, y, flat, k, 1e-16, 9, True)["gradient"]
+    model = check_replay.Model(d, k, h, "float64", 9)
+    check = model.evaluate(np, x, y, flat[None], (0,))[1][0][0]
     assert loss == pytest.approx(_loss(x, y, flat, k), rel=1e-12)
     step = 1e-6
     for i in range(flat.size):
@@ -169,11 +172,11 @@ def test_the_gradients_allowance_covers_float32_and_is_tight():
     y = rng.integers(0, k, rows)
     flat = (rng.standard_normal(train_data.parameter_count(d, h, k)) * 0.3).astype(np.float32)
     run, *_ = hidden_layer.pass_in_blocks(np, x, y, hidden_layer.layers(flat, d, k), True, 64)
-    u = float(np.finfo(np.float32).eps + np.finfo(np.float64).eps) / 2
-    got = check_hidden.evaluate(np, x, y, flat, k, u, 64, True)
-    assert np.all(np.abs(run - got["gradient"]) <= got["gradient_tol"])
-    worst = int(np.argmax(np.abs(got["gradient"])))
-    assert 0.01 * abs(got["gradient"][worst]) > got["gradient_tol"][worst]
+    model = check_replay.Model(d, k, h, "float32", 64)
+    (gradient, tol), = model.evaluate(np, x, y, flat[None], (0,))[1]
+    assert np.all(np.abs(run - gradient) <= tol)
+    worst = int(np.argmax(np.abs(gradient)))
+    assert 0.01 * abs(gradient[worst]) > tol[worst]
 
 
 # ------------------------------------------------------------- outputs and the held-out split
@@ -346,7 +349,7 @@ def test_mini_batches_with_a_hidden_layer_verify_and_a_mutation_fails(cpu_client
     spec, workload, raw = compute_as_runner(cpu_client, "train-pipeline",
                                             **{**HIDDEN, "batch_size": 500, "steps": 3})
     assert list(raw["rows"][:-1]) == [sum(train_data.batch_rows(500, n, 3000)
-                                          for n in workload.context["train_sizes"])] * 3
+                                          for n in workload.context.train_sizes)] * 3
     doubled = next(m for m in spec.mutations if "twice" in m.name)
     for depth in ("fast", "full"):
         check = verify_on(cpu_client, spec, workload, raw, depth)
@@ -371,18 +374,19 @@ def test_the_fast_checks_jobs_carry_each_steps_weights_once(hidden_run):
     """A shard's job names its sampled cells by step and holds each step's weights once:
     a hidden layer's weights repeated per sampled cell made a graph of tens of MiB (Dask
     warned of it on every default-sized run)."""
+    from pipelines.train import check as train_check
     from pipelines.train import check_fast
 
-    _spec, workload, raw = hidden_run
+    spec, workload, raw = hidden_run
     ctx = workload.context
-    plan = check_fast._plan(ctx)
+    plan = check_fast.cell_plan(ctx)
     weights = np.asarray(raw["weights"])
-    jobs = check_fast._training_jobs(ctx, plan, weights)
-    assert sum(len(job["sampled"]) for job in jobs) == plan["drawn"] > ctx["steps"]
+    jobs = check_fast.training_jobs(ctx, train_check.read(workload, raw))
+    assert sum(len(job.sampled) for job in jobs) == plan.sampled > ctx.steps
     for job in jobs:
-        steps = {t for t, _, _ in job["sampled"]}
-        assert set(job["weights"]) == steps
+        steps = {t for t, _, _ in job.sampled}
+        assert set(job.weights) == steps
         for t in steps:
-            np.testing.assert_array_equal(job["weights"][t], weights[t])
-        held = sum(value.nbytes for value in job["weights"].values())
-        assert held <= ctx["steps"] * weights[0].nbytes
+            np.testing.assert_array_equal(job.weights[t], weights[t])
+        held = sum(value.nbytes for value in job.weights.values())
+        assert held <= ctx.steps * weights[0].nbytes

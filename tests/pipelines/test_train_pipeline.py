@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
+import re
 import time
 
 import distributed
@@ -66,7 +68,7 @@ def test_training_matches_a_plain_numpy_replay(small_run):
     assert np.all(np.diff(raw["losses"]) < 0)  # a safe rate: the loss falls at every step
     assert len(raw["step_s"]) == SMALL["steps"]
     assert all(w >= c >= 0 for w, c in zip(raw["step_s"], raw["step_compute_s"], strict=True))
-    assert workload.context["train_sizes"] == (700, 700, 700, 700, 200)
+    assert workload.context.train_sizes == (700, 700, 700, 700, 200)
 
 
 def test_driving_from_the_client_gives_the_same_training(cpu_client, small_run):
@@ -92,12 +94,13 @@ def test_a_wrong_learning_rate_or_seed_in_the_run_fails_verification(cpu_client,
                                                                      depth):
     """The check recomputes from the parameters, not from the run's own numbers."""
     spec, workload, raw = small_run
+    ctx = workload.context
     for change in ({"learning_rate": SMALL["learning_rate"] * 1.1}, {"seed": SMALL["seed"] + 1}):
-        workload.context.update(change)
+        workload.context = dataclasses.replace(ctx, **change)
         try:
             check = verify_on(cpu_client, spec, workload, raw, depth)
         finally:
-            workload.context.update({k: SMALL[k] for k in change})
+            workload.context = ctx
         assert not check.ok, change
         # the fast check reads the kept rows: drawn from another seed, they are not the data
         said = ("differs from its seed" if depth == "fast" and "seed" in change else "weights")
@@ -227,14 +230,17 @@ def test_gpu_branches_draw_train_and_check_alike(cupy_stand_in):
     assert (read, right) == (want_read, want_right) and read == rows
     assert loss == pytest.approx(want_loss, rel=1e-6)
     np.testing.assert_allclose(gradient, want_gradient, rtol=1e-5, atol=1e-5)
-    weights = np.stack([w, (w - gradient / rows).astype(np.float32)])
-    spec = {"seed": 4, "part": train_data.TRAIN, "index": 1, "rows": rows, "classes": k}
-    totals = train_replay.shard_totals(spec, weights, [0], None, "float32", "cupy")
+    weights = np.stack([w, (w - gradient / rows).astype(np.float32)]).reshape(2, -1)
+    model = train_replay.Model(d, k, None, "float32", train_data.cell_rows(d, 4, "cupy"))
+    job = train_replay.Job(model, "cupy", 4, weights[-1], redraw=(train_data.TRAIN, 1),
+                           rows=rows, everything=weights)
+    totals = train_replay.replayed(job)
     seeds = cupy_stand_in.seeds
     assert len(seeds) == 2 and seeds[0] == seeds[1]  # the run and the check drew shard 1 alike
-    assert totals["loss"][0] == pytest.approx(loss, rel=1e-6)
-    np.testing.assert_allclose(totals["gradient"][0], gradient, rtol=1e-4, atol=1e-4)
-    assert totals["labels"].sum() == rows and totals["right"][0] == right
+    assert totals["passes"][0][train_replay.LOSS] == pytest.approx(loss, rel=1e-6)
+    np.testing.assert_allclose(totals["gradients"][0][0], gradient.ravel(), rtol=1e-4,
+                               atol=1e-4)
+    assert totals["sums"][2] == rows and totals["passes"][0][train_replay.RIGHT] == right
 
 
 def test_the_pipeline_modules_import_no_gpu_library():
@@ -253,14 +259,13 @@ def test_the_pipeline_modules_import_no_gpu_library():
 
 
 def test_the_accuracy_bounds_can_fail():
-    ctx = {"samples": 10_000, "features": 9}
-    totals = {"test_rows": 1000, "floor": 300.0, "ceiling": 800.0, "test": {"best": 750.0}}
-    assert train_check._check_bounds(ctx, {"test_right": 500}, totals, []) is None
-    assert "teacher's best" in train_check._check_bounds(ctx, {"test_right": 801}, totals, [])
-    assert "nothing was learned" in train_check._check_bounds(ctx, {"test_right": 299},
-                                                              totals, [])
-    few = {"samples": 99, "features": 9}  # under 10 rows per feature: learning not required
-    assert train_check._check_bounds(few, {"test_right": 299}, totals, []) is None
+    ctx = train_data.TrainContext(samples=10_000, features=9)
+    bounds = train_check.Bounds(tested=1000, floor=300.0, ceiling=800.0, best=750.0)
+    assert train_check.bounds_problem(ctx, 500, bounds) is None
+    assert "teacher's best" in train_check.bounds_problem(ctx, 801, bounds)
+    assert "nothing was learned" in train_check.bounds_problem(ctx, 299, bounds)
+    few = train_data.TrainContext(samples=99, features=9)  # under 10 rows per feature
+    assert train_check.bounds_problem(few, 299, bounds) is None
     assert 1.9 < train_check.safe_rate(10**6, 784) < 2.0
     assert train_check.safe_rate(100, 784) < 0.2
 
@@ -349,15 +354,15 @@ def test_training_on_an_input_matches_numpy_and_verifies(cpu_client, input_files
     keep = np.setdiff1d(np.arange(2500), test)
     x = input_files["x"].astype(np.float32 if features == "zarr" else np.float64)[keep]
     y = input_files["y"][keep]
-    assert ctx["samples"] == len(keep) == 2250 and sum(ctx["test_sizes"]) == 250
-    assert ctx["dtype"] == ("float32" if features == "zarr" else "float64")
+    assert ctx.samples == len(keep) == 2250 and sum(ctx.test_sizes) == 250
+    assert ctx.dtype == ("float32" if features == "zarr" else "float64")
     batches = None
     if batch is not None:  # each shard's rows of each step, drawn as documented
-        starts = np.cumsum((0, *ctx["train_sizes"]))
+        starts = np.cumsum((0, *ctx.train_sizes))
         batches = []
         for t in range(4):
             step = []
-            for s, n in enumerate(ctx["train_sizes"]):
+            for s, n in enumerate(ctx.train_sizes):
                 rng = np.random.default_rng(np.random.SeedSequence(
                     9, spawn_key=(train_data.BATCH, t, s)))
                 b = max(1, min(n, int(np.floor(batch * n / 2250 + 0.5))))
@@ -372,11 +377,11 @@ def test_training_on_an_input_matches_numpy_and_verifies(cpu_client, input_files
         assert "no teacher" in check.detail
         assert ("mini-batches" in check.detail) == (batch is not None)
         # the same replay fails when it reads other batches or another split
-        workload.context["seed"] = 10
+        workload.context = dataclasses.replace(ctx, seed=10)
         try:
             assert not verify_on(cpu_client, spec, workload, raw, depth).ok
         finally:
-            workload.context["seed"] = 9
+            workload.context = ctx
 
 
 def test_mini_batches_on_teacher_data_verify_and_mutations_fail(cpu_client):
@@ -396,11 +401,12 @@ def test_mini_batches_on_teacher_data_verify_and_mutations_fail(cpu_client):
             assert not verify_on(cpu_client, spec, workload, altered, depth).ok, mutation
     miscounted = {**raw, "rows": raw["rows"] + np.r_[1, np.zeros(5, int)]}
     assert "rows read at step 0" in verify_on(cpu_client, spec, workload, miscounted).detail
-    workload.context["batch"] = 400  # the check draws the batches again: a wrong size fails
+    ctx = workload.context  # the check draws the batches again: a wrong size fails
+    workload.context = dataclasses.replace(ctx, batch=400)
     try:
         assert not verify_on(cpu_client, spec, workload, raw).ok
     finally:
-        workload.context["batch"] = 300
+        workload.context = ctx
 
 
 def test_the_baseline_trains_on_the_same_batches_and_input(cpu_client, input_files):
@@ -427,7 +433,7 @@ def test_training_rows_of_an_input_shard_are_the_rows_not_held_out():
         mine = np.setdiff1d(np.arange(a, b), a + held)
         np.testing.assert_array_equal(mine, kept[300 * s:300 * (s + 1)])
         np.testing.assert_array_equal(
-            train_replay._training_rows(300 * s, 300, test), mine)
+            train_replay.training_rows(300 * s, 300, test), mine)
 
 
 @pytest.fixture(scope="module")
@@ -487,15 +493,18 @@ def test_cli_refuses_labels_out_of_range_in_one_line(input_files, tmp_path):
 
 
 def test_a_rising_loss_on_an_input_fails_where_the_rate_is_safe():
-    ctx = {"input": {"rows": 10}, "batch": None, "samples": 100, "learning_rate": 1.0}
-    totals = {"gram": 100 * np.eye(3), "loss_tol": np.zeros(3)}
-    assert train_check.input_safe_rate(totals["gram"], 100) == pytest.approx(4.0)
-    raw = {"losses": np.array([1.0, 0.9, 0.95])}
-    assert "loss rose" in train_check._check_descent(ctx, raw, totals, [])
-    assert train_check._check_descent({**ctx, "learning_rate": 5.0}, raw, totals, []) is None
-    assert train_check._check_descent({**ctx, "batch": 10}, raw, totals, []) is None
-    trace = {"gram": np.array([300.0]), "loss_tol": np.zeros(3)}  # the trace: a safe bound
-    assert train_check.input_safe_rate(trace["gram"], 100) == pytest.approx(4 / 3)
+    source = train_data.InputFiles("x.npy", "npy", "y.npy", "npy", 110)
+    ctx = train_data.TrainContext(samples=100, features=2, learning_rate=1.0, source=source)
+    gram, allowed = 100 * np.eye(3), np.zeros(3)
+    assert train_check.input_safe_rate(gram, 100) == pytest.approx(4.0)
+    losses = np.array([1.0, 0.9, 0.95])
+    assert "loss rose" in train_check.descent_problem(ctx, losses, allowed, gram)
+    faster = dataclasses.replace(ctx, learning_rate=5.0)
+    assert train_check.descent_problem(faster, losses, allowed, gram) is None
+    batched = dataclasses.replace(ctx, batch=10)
+    assert train_check.descent_problem(batched, losses, allowed, gram) is None
+    trace = np.array([300.0])  # the trace: a safe bound
+    assert train_check.input_safe_rate(trace, 100) == pytest.approx(4 / 3)
 
 
 @pytest.mark.parametrize("gradient", [True, False])
@@ -529,7 +538,7 @@ def test_the_fast_check_verifies_the_run_and_says_what_it_promises(cpu_client, s
     check = verify_on(cpu_client, spec, workload, raw, "fast")
     assert check.ok and check.depth == "fast", check.detail
     for words in ("recomputed on all 3000 rows kept on the workers", "4 random probes",
-                  "cell passes of the steps", "in float64",
+                  "step cells", "in float64",
                   "drawn again from their seeds and equal", "teacher's best recomputed"):
         assert words in check.detail, (words, check.detail)
     assert "\n" not in check.detail
@@ -539,7 +548,7 @@ def test_the_run_reports_every_cell_of_every_pass(small_run):
     """The certificates: a pass's cells add up to its loss, right answers and gradient."""
     _spec, workload, raw = small_run
     cell = train_data.cell_rows(SMALL["features"], 4, "numpy")
-    cells = sum(train_data.cells_of(n, cell) for n in workload.context["train_sizes"])
+    cells = sum(train_data.cells_of(n, cell) for n in workload.context.train_sizes)
     assert len(raw["cells"]) == SMALL["steps"] + 1
     r, s = train_steps.gradient_probes(SMALL["seed"], SMALL["features"],
                                        SMALL["classes"])[:, :SMALL["features"] + 1], \
@@ -562,25 +571,27 @@ FAULT_PARAMS = {"samples": 4000, "features": 16, "classes": 4, "steps": 4, "chun
                 "learning_rate": 0.8, "seed": 5}
 
 
-def _faulty_pass(alter):
-    """``shard_pass`` with ``alter(shard, partial)`` applied on the first training shard."""
+def _faulty_pass(alter, index: int = 0):
+    """``shard_pass`` with ``alter(shard, partial)`` applied on training shard ``index``."""
     original = train_steps.shard_pass
 
-    def faulty(shard, weights, gradient, library, batch=None, probes=None):
+    def faulty(shard, weights, gradient, library, batch=None, probes=None, report=None):
         training = shard["y"].shape[0] == FAULT_PARAMS["chunks"]
-        if training and shard["index"] == 0:
-            return alter(original, shard, weights, gradient, library, batch, probes)
-        return original(shard, weights, gradient, library, batch, probes)
+        if training and shard["index"] == index:
+            return alter(original, shard, weights, gradient, library, batch, probes, report)
+        return original(shard, weights, gradient, library, batch, probes, report)
 
     return faulty
 
 
 def _gradient_off(original, shard, *args):
-    """Each cell's gradient product off by 0.2 % (its sum and its probes alike)."""
+    """Each cell's gradient product off by 0.2 % (its sum, its probes and, where the cell
+    reports it, its whole gradient alike)."""
     (total, loss, right, rows, cells), seconds = original(shard, *args)
     if not isinstance(total, float):
         total = total * 1.002
-        cells = [(i, {**sums, "probe": sums["probe"] * 1.002}) for i, sums in cells]
+        cells = [(i, {**sums, **{key: sums[key] * 1.002 for key in ("probe", "gradient")
+                                 if key in sums}}) for i, sums in cells]
     return (total, loss, right, rows, cells), seconds
 
 
@@ -609,6 +620,73 @@ def test_a_fault_in_a_quarter_of_the_shards_fails_both_depths(in_process_client,
         assert not check.ok, (depth, check.detail)
 
 
+# One training shard of the four: a random one (seeded, neither the first nor the last), and
+# the last. The fast check recomputes one seeded step's gradient whole: a fault in every step
+# shows there; full recomputes every step.
+ONE_SHARD = {"random": int(np.random.default_rng(12).integers(1, 3)), "last": 3}
+ENTRY = (9, 3)  # a feature's weight of a class: its gradient well above rounding
+
+
+def _entry_off(original, shard, weights, gradient, library, batch=None, probes=None,
+               report=None):
+    """One gradient entry off by 0.2 %, each cell's probes (and the gradients of the cells
+    reporting theirs) computed from the faulty gradient: the run's numbers agree."""
+    (total, loss, right, rows, cells), seconds = original(shard, weights, gradient, library,
+                                                          batch, probes, report)
+    if not gradient:
+        return (total, loss, right, rows, cells), seconds
+    (j, k), d = ENTRY, shard["x"].shape[1]
+    cell = train_data.cell_rows(d, shard["x"].dtype.itemsize, library)
+    entries = np.array([train_steps._pass_in_blocks(
+        np, shard["x"][a:a + cell], shard["y"][a:a + cell], weights, True, cell)[0][j, k]
+        for a in range(0, shard["y"].shape[0], cell)])
+    index, sums = cells[0]
+    probe = sums["probe"] + 0.002 * np.outer(entries, probes[:, j] * probes[:, d + 1 + k])
+    whole = sums["gradient"].copy()  # the reported cells' gradients, flat (features + 1, k)
+    whole[:, j * weights.shape[1] + k] += 0.002 * entries[sums["reported"]]
+    total = total.copy()
+    total[j, k] *= 1.002
+    return (total, loss, right, rows,
+            [(index, {**sums, "probe": probe, "gradient": whole})]), seconds
+
+
+@pytest.mark.parametrize("where", sorted(ONE_SHARD))
+def test_a_gradient_fault_consistent_with_the_probes_fails_both_depths(
+        in_process_client, monkeypatch, where):
+    """The issue's fault: 0.2 % on one gradient entry of one shard, at every step, with the
+    probes the cells report computed from it. It passed the fast check that compared the
+    run's numbers with each other; the step recomputed whole shows it."""
+    monkeypatch.setattr(train_steps, "shard_pass", _faulty_pass(_entry_off, ONE_SHARD[where]))
+    spec, workload, raw = compute_as_runner(in_process_client, "train-pipeline",
+                                            **FAULT_PARAMS)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok, (depth, check.detail)
+        entry = (rf"shard {ONE_SHARD[where]} cell 0: gradient\[{ENTRY[0]}, {ENTRY[1]}\]: \S+ "
+                 r"reported, \S+ recomputed in float64" if depth == "fast" else
+                 rf"step \d+: weights\[{ENTRY[0]}, {ENTRY[1]}\]: \S+ reported, gradient "
+                 "descent on all 4000 rows gives")
+        assert re.search(entry, check.detail), (depth, check.detail)
+
+
+def test_a_fault_in_an_early_step_fails_both_depths(in_process_client, monkeypatch):
+    """Every shard's gradient and its probes off by 0.2 % in step 2 of 4 only (a quarter of
+    the steps' cells: the fast sample holds some of them). Mini-batches: a pass knows its
+    step."""
+    original = train_steps.shard_pass
+
+    def faulty(shard, weights, gradient, library, batch=None, probes=None, report=None):
+        found = original(shard, weights, gradient, library, batch, probes, report)
+        return _gradient_off(lambda *_: found, shard) if batch and batch[1] == 1 else found
+
+    monkeypatch.setattr(train_steps, "shard_pass", faulty)
+    spec, workload, raw = compute_as_runner(in_process_client, "train-pipeline",
+                                            **FAULT_PARAMS, batch_size=2000)
+    for depth in ("fast", "full"):
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok and "step 2" in check.detail, (depth, check.detail)
+
+
 def test_the_unfaulted_run_verifies_at_both_depths(in_process_client):
     spec, workload, raw = compute_as_runner(in_process_client, "train-pipeline",
                                             **FAULT_PARAMS)
@@ -627,7 +705,7 @@ def test_the_fast_check_reads_an_inputs_rows_again(in_process_client, input_file
     def corrupt(shard):
         shard["x"][5, 0] += 1.0  # the worker's kept copy (a thread of this process)
 
-    shard = workload.context["shards"].futures[0]
+    shard = workload.context.shards.futures[0]
     in_process_client.client.submit(corrupt, shard, pure=False).result()
     check = verify_on(in_process_client, spec, workload, raw, "fast")
     assert not check.ok and "differs from the input's files" in check.detail, check.detail
@@ -642,24 +720,22 @@ def test_the_fast_checks_device_branch_computes_as_on_numpy(cupy_stand_in):
                                    teacher)
     on_device = {key: cupy_stand_in.asarray(value) if isinstance(value, np.ndarray) else value
                  for key, value in shard.items()}
-    w = np.stack([np.zeros((d + 1, k), np.float32), (teacher * 0.2).astype(np.float32)])
-    from pipelines.train import check_kept
-
-    job = {"dtype": "float32", "cell": 256, "classes": k,
-           "probes": check_kept.probes(seed, d, k), "whole": [(None, w, 1)],
-           "sampled": [(1, 2, None)], "weights": {1: w[1]}, "teacher": (seed, d, k)}
-    mine = check_kept.training_shard(on_device, {**job, "library": "cupy"})
-    theirs = check_kept.training_shard(shard, {**job, "library": "numpy"})
-    for key in ("loss", "right", "probe", "probe_tol"):
-        np.testing.assert_allclose(mine["whole"][0][key], theirs["whole"][0][key], rtol=1e-12)
-    np.testing.assert_allclose(mine["sampled"][0][2]["probe"], theirs["sampled"][0][2]["probe"],
-                               rtol=1e-12)
-    assert mine["data"]["compared"] == 0  # CuPy's generator is not redrawn
-    tested = check_kept.test_shard(on_device, {**job, "library": "cupy",
-                                               "whole": [(None, w[1:], 0)]})
-    again = check_kept.test_shard(shard, {**job, "library": "numpy", "whole": [(None, w[1:], 0)]})
-    assert tested["best"] == pytest.approx(shard["best"], rel=1e-12)
-    np.testing.assert_allclose(tested["whole"][0]["loss"], again["whole"][0]["loss"], rtol=1e-12)
+    w = np.stack([np.zeros((d + 1, k), np.float32),
+                  (teacher * 0.2).astype(np.float32)]).reshape(2, -1)
+    job = train_replay.Job(train_replay.Model(d, k, None, "float32", 256), "numpy", seed, w[1],
+                           sampled=((1, 2, None),), weights={1: w[1]},
+                           redraw=(train_data.TRAIN, 0))
+    mine = train_replay.kept_training(on_device, dataclasses.replace(job, library="cupy"))
+    theirs = train_replay.kept_training(shard, job)
+    np.testing.assert_allclose(mine["cells"], theirs["cells"], rtol=1e-12)  # the whole pass
+    # a sampled cell: its table, probes and their allowance, its gradient and its allowance
+    for a, b in zip(mine["sampled"][0][2:], theirs["sampled"][0][2:], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert mine["data"][0] == 0 < theirs["data"][0]  # CuPy's generator is not redrawn
+    tested = train_replay.kept_test(on_device, dataclasses.replace(job, library="cupy"))
+    again = train_replay.kept_test(shard, job)
+    assert tested["best"][0] == pytest.approx(shard["best"], rel=1e-12)
+    np.testing.assert_allclose(tested["cells"], again["cells"], rtol=1e-12)
 
 
 @pytest.mark.gpu

@@ -1,0 +1,85 @@
+"""train-pipeline's full check: every shard drawn or read again, every step replayed in float64.
+
+On the workers (:mod:`pipelines.train.check_replay`), each shard drawn again from its seed or
+read again from the input, each step's mini-batch drawn again: every step's gradient entry by
+entry, every pass's loss and right answers, the test pass, a teacher's best accuracy, an input's
+Gram matrix for the never-rise rule. Only the totals come back.
+"""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+
+from daskgpu.verification import differences, replay, rounding
+from pipelines.train.check_replay import (
+    SLAB_ROWS,
+    Again,
+    Job,
+    batch_words,
+    entry,
+    held_out,
+    model_of,
+    replayed,
+    training_rows,
+)
+from pipelines.train.shared import TEST, TRAIN, TrainContext
+
+
+def gram_kind(ctx: TrainContext) -> str | None:
+    """An input's Gram matrix where it costs at most about twice the replay, else its trace."""
+    if ctx.teacher or ctx.batch is not None or ctx.hidden is not None:
+        return None
+    return "full" if ctx.features + 1 <= 4 * (ctx.steps + 1) * ctx.classes else "trace"
+
+
+def jobs(ctx: TrainContext, r) -> tuple[list[Job], list[Job]]:
+    """What each training shard, and each test shard (or slab of held-out rows), replays."""
+    w, model = r.flat, model_of(ctx)
+    common = {"model": model, "library": ctx.library, "seed": ctx.seed, "final": w[-1],
+              "source": ctx.source}
+    if ctx.teacher:
+        where = [{"redraw": (TRAIN, s), "rows": n} for s, n in enumerate(ctx.train_sizes)]
+        tests = [{"redraw": (TEST, s), "rows": n} for s, n in enumerate(ctx.test_sizes)]
+    else:
+        test = held_out(ctx.seed, ctx.source.rows, ctx.held_out)
+        firsts = np.cumsum((0, *ctx.train_sizes))
+        where = [{"file_rows": training_rows(int(f), n, test)}
+                 for f, n in zip(firsts, ctx.train_sizes, strict=False)]
+        tests = [{"file_rows": test[i:i + 16 * SLAB_ROWS]}
+                 for i in range(0, len(test), 16 * SLAB_ROWS)]
+    train = [Job(**common, **place, everything=w, gram=gram_kind(ctx),
+                 batch=None if ctx.batch is None else (s, ctx.batch, ctx.samples))
+             for s, place in enumerate(where)]
+    return train, [Job(**common, **place) for place in tests]
+
+
+def recompute(ctx: TrainContext, r, verdict) -> None:
+    """Every shard replayed on the workers; only the totals come back."""
+    train, tests = jobs(ctx, r)
+    total, tested = dask.compute(
+        dask.delayed(replay.added)(*(dask.delayed(replayed, pure=False)(job) for job in train)),
+        dask.delayed(replay.added)(*(dask.delayed(replayed, pure=False)(job) for job in tests)))
+    r.again = Again(
+        passes=dict(enumerate(total["passes"])),
+        gradients={t: tuple(pair) for t, pair in enumerate(total["gradients"])},
+        test=tested["passes"][0], best=tested["best"], labels=tested["labels"],
+        sums=total["sums"], gram=total.get("gram"))
+
+
+def steps_agree(ctx: TrainContext, r, verdict) -> None:
+    """Every step is gradient descent: its gradient recomputed whole, every weight."""
+    w, n, rate = r.flat, ctx.samples, ctx.learning_rate
+    rows, shape = batch_words(ctx.batch, sum(ctx.read_sizes)), r.weights.shape[1:]
+    for t in range(ctx.steps):
+        gradient, tol = r.again.gradients[t]
+        expected = w[t] - rate * gradient / n
+        allowed = (rate * tol / n + rounding(2, ctx.dtype) * np.abs(expected)
+                   + rounding(4) * (np.abs(w[t]) + rate * np.abs(gradient) / n))
+        if not verdict.note(differences(
+                w[t + 1], expected, what="weight", tolerance=allowed, reported_as="{} reported",
+                label=lambda i, t=t: f"step {t + 1}: weights[{entry(i, shape)}]",
+                expected_as="gradient descent on " + rows + " gives {}")):
+            return
+    verdict.establish(f"all {ctx.steps} steps recomputed in float64 on {rows}: every weight "
+                      "agrees")
