@@ -19,8 +19,9 @@ from daskgpu.data import synthetic
 from daskgpu.errors import InputFileError, ParameterError
 from daskgpu.testing import check_pipeline, compute_as_a_run
 from daskgpu.toolkit import array_pipeline as array_pipelines
-from daskgpu.toolkit import backends, checks, registry, spot_checks
+from daskgpu.toolkit import backends, checks, registry
 from daskgpu.toolkit.workload import Verification, Workload
+from daskgpu.verification import sample_size
 
 EXAMPLE = ROOT / "examples" / "threshold_count"
 sys.path.insert(0, str(EXAMPLE))
@@ -98,7 +99,7 @@ def test_fast_checks_a_sample_and_states_its_promise(session):
                                      chunks="10,20", seed=4)
     spec = example.threshold_count
     fast = spec.check(workload, raw, "fast")
-    drawn = spot_checks.sample_size(60)
+    drawn = sample_size(60)
     assert fast.ok and 0 < drawn < 60
     assert f"{drawn} of 60 row blocks checked again: a fault in at least 10 %" in fast.detail
     assert "all 60 row blocks checked again" in spec.check(workload, raw, "full").detail

@@ -240,21 +240,22 @@ def _matmul_on_device() -> dict:
     import cupy
 
     from daskgpu.toolkit.numeric import CounterGenerator
-    from pipelines.matmul import check as matmul_check
+    from daskgpu.verification import Grid
+    from pipelines.matmul import check_replay
     from pipelines.matmul import shared as matmul_data
     from pipelines.matmul import tasks as matmul_tasks
 
     c = np.random.default_rng(2).standard_normal((12, 4)).astype(np.float32)
     info = {0: {"array-location": [(13, 25), (5, 9)]}}
     packing = {"m": 9, "check_seed": 3, "n": 25,
-               "width": 2 + matmul_data.SAMPLED_CELLS + 12 * (1 + matmul_data.NORMAL_VECTORS)}
-    ctx = {"a_chunks": ((20, 20), (15, 15)), "b_chunks": ((15, 15), (10, 10)),
-           "sources": None, "seeds": (5, 6), "library": "cupy", "dtype": "float32"}
+               "width": 2 + matmul_data.SAMPLED_CELLS + 12 * matmul_data.VECTORS}
+    ctx = matmul_data.MatmulContext(Grid(((20, 20), (15, 15))), Grid(((15, 15), (10, 10))),
+                                    "float32", "cupy", check_seed=3, seeds=(5, 6))
     block_three = np.random.SeedSequence(5, spawn_key=(3,))  # A's block (1, 1), row-major
     return {"device": matmul_tasks._block_summary(cupy.asarray(c), info, **packing,
                                                   library="cupy"),
             "numpy": matmul_tasks._block_summary(c, info, **packing),
-            "drawn": matmul_check.block_of(ctx, 0, (1, 1)),
+            "drawn": check_replay.operand(ctx, 0, (1, 1)).get(),  # on the device, to the host
             "scheme": CounterGenerator(np, block_three).random((20, 15), dtype="float32")}
 
 

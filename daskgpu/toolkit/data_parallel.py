@@ -77,23 +77,6 @@ class ShardKeys:
         return (ShardKeys, (self.keys,))
 
 
-def check_kept_shards(ctx: dict, fast: Callable, full: Callable, raw, depth: str):
-    """Verify at ``depth``: ``fast(ctx, raw)`` or ``full(ctx, raw)``; then let kept shards go.
-
-    A presented run's shards (``ctx["shards"]``) are no longer needed once checked: the fast
-    check reads them first; the full one draws its own, so they go before it starts.
-    """
-    if depth == "fast":
-        try:
-            return fast(ctx, raw)
-        finally:
-            if ctx.get("presented"):
-                ctx["shards"].release()
-    if ctx.get("presented"):
-        ctx["shards"].release()
-    return full(ctx, raw)
-
-
 def worker_addresses(client) -> list[str]:
     """The addresses of the cluster's workers, sorted."""
     from daskgpu.toolkit.backends import scheduler_workers

@@ -15,7 +15,6 @@ import daskgpu.clusters.devices
 import daskgpu.toolkit.chunking
 import daskgpu.toolkit.numeric
 import daskgpu.toolkit.params
-import daskgpu.toolkit.spot_checks
 from daskgpu.clusters import devices
 from daskgpu.errors import DaskGPUError, DeviceSelectionError
 
@@ -247,8 +246,7 @@ def test_parse_selection_rejects_none():
 
 
 @pytest.mark.parametrize("module", [daskgpu.clusters.devices, daskgpu.toolkit.params,
-                                    daskgpu.toolkit.chunking, daskgpu.toolkit.numeric,
-                                    daskgpu.toolkit.spot_checks])
+                                    daskgpu.toolkit.chunking, daskgpu.toolkit.numeric])
 def test_doctests(module):
     result = doctest.testmod(module, verbose=False, report=True)
     assert result.attempted > 0

@@ -185,12 +185,12 @@ def test_the_command_line_names_the_depth(tmp_path):
 def test_the_sample_size_keeps_its_promise(population):
     """Simulated: a tenth of the items wrong, the drawn sample misses them at most 0.1 % of
     the time, and one item fewer would not promise it."""
-    from daskgpu.toolkit import spot_checks
+    from daskgpu.verification import sampling
 
-    k = spot_checks.sample_size(population)
+    k = sampling.sample_size(population)
     wrong = max(1, -(-population // 10))
-    assert spot_checks.miss_probability(population, wrong, k) <= 1e-3
-    assert k == 1 or spot_checks.miss_probability(population, wrong, k - 1) > 1e-3
+    assert sampling.miss_probability(population, wrong, k) <= 1e-3
+    assert k == 1 or sampling.miss_probability(population, wrong, k - 1) > 1e-3
     rng = np.random.default_rng(population)
     misses = sum(not (rng.choice(population, size=k, replace=False) < wrong).any()
                  for _ in range(20_000))
