@@ -19,8 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from daskgpu.verification.depths import CHECKED as DEPTHS
+
 ROOT = Path(__file__).resolve().parents[1]
-DEPTHS = ("fast", "full")
 # A tenth of each pipeline's CPU default elements (an n x n side shrinks by sqrt(10)).
 TENTH = {
     "mean": {"size": 3162},
