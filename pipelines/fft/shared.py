@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from daskgpu.toolkit.numeric import seed_word, starts
+from daskgpu.verification import Sampler, run_seed
 
 # Planted sinusoids (fewer where the array is too small to hold them apart).
 PEAKS = 4
@@ -86,15 +87,13 @@ def noise_sigma(real: bool) -> float:
 
 def check_seed(seed: int | None, n: int) -> int:
     """The seed of the sampled cells: the run's, or for inputs one from the size."""
-    if seed is not None:
-        return int(seed)
-    return seed_word(np.random.SeedSequence((n, 13)))
+    return run_seed(seed, n)
 
 
 def sampled_cells(n: int, col_chunks: tuple[int, ...], seed: int) -> tuple[np.ndarray,
                                                                               np.ndarray]:
     """Rows and columns of the sampled cells: one per column block, then ``EXTRA_CELLS``."""
-    rng = np.random.default_rng(np.random.SeedSequence((seed, 14)))
+    rng = Sampler(seed, "cells").generator()
     m = int(sum(col_chunks))
     first = starts(col_chunks)
     cols = np.concatenate([first + rng.integers(0, np.asarray(col_chunks)),
@@ -122,7 +121,7 @@ def _projection(seed: int, n: int) -> tuple[int, float]:
     theta lies halfway between two of the DFT's frequencies, where no transform of a projected
     row cancels, and its closed form (:func:`projection_transform`) never divides by zero.
     """
-    rng = np.random.default_rng(np.random.SeedSequence((seed, 15)))
+    rng = Sampler(seed, "projection").generator()
     return 2 * int(rng.integers(0, max(n, 1))) + 1, float(rng.uniform(0.0, 2 * math.pi))
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from daskgpu.verification import Cells, Grid, Plan, Sampler
+from daskgpu.verification import Cells, Grid, Plan, Sampler, run_seed
 
 # Blocks whose kernel histograms the run returns, to be compared bin by bin with numpy's.
 SAMPLED_BLOCKS = 3
@@ -150,7 +150,7 @@ class HistogramContext:
     @property
     def sample_seed(self) -> int:
         """The seed of the run's samples and fingerprints: random data's, an input's size."""
-        return self.seed if self.random else math.prod(self.grid.array_shape)
+        return run_seed(self.seed, math.prod(self.grid.array_shape))
 
     @property
     def has_cells(self) -> bool:

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daskgpu.toolkit.numeric import seed_word
-from daskgpu.verification import CONFIDENCE, Grid, Sampler
+from daskgpu.verification import CONFIDENCE, Grid, Sampler, run_seed
 
 # Sign probes of Freivalds' check: a row of C with an entry off by more than the rounding bound
 # passes each with probability at most 1/2, so all of them with at most 1 - CONFIDENCE.
@@ -38,10 +37,7 @@ def operand_seeds(seed: int) -> tuple[int, int]:
 
 def check_seed(seed: int | None, shape: tuple[int, int, int]) -> int:
     """The seed of the probes and cells: the run's seed, or for inputs one from the shape."""
-    if seed is not None:
-        return int(seed)
-    n, k, m = shape
-    return seed_word(np.random.SeedSequence((n, k, m, 2)))
+    return run_seed(seed, *shape)
 
 
 def vectors(m: int, seed: int) -> np.ndarray:

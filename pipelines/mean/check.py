@@ -35,6 +35,7 @@ from daskgpu.verification import (
     hoeffding,
     parts_add_up,
     replay,
+    run_seed,
     sigmas,
     tolerance,
 )
@@ -51,8 +52,8 @@ def read(workload, raw):
 
 
 def sampler(ctx: MeanContext, purpose: str) -> Sampler:
-    """The check's choices: from random data's seed, or from an input's element count."""
-    return Sampler(ctx.seed if ctx.random else ctx.elements, purpose)
+    """The check's choices: from random data's seed, or for an input from its size."""
+    return Sampler(run_seed(ctx.seed, ctx.elements), purpose)
 
 
 def cell_plan(ctx: MeanContext, depth: str = "fast") -> Plan:

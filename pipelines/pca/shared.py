@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from daskgpu.toolkit.numeric import seed_word
-from daskgpu.verification import Cells, Grid, Sampler
+from daskgpu.verification import Cells, Grid, Sampler, run_seed
 
 # sigma_j = DECAY**j: distinct variances, each 0.81 of the one before, so that the leading
 # components stand apart (a randomised range finder converges on them) and the first ten explain
@@ -81,10 +81,10 @@ def probes(seed: int | None, samples: int, features: int) -> np.ndarray:
     """The seeded standard normal vectors ``Q`` (features x PROBES, float64).
 
     :meth:`Sampler.normal <daskgpu.verification.Sampler.normal>` of the check's "probes"
-    stream, from the run's seed or, for an input (no seed), its element count.
+    stream, from the run's seed or, for an input (no seed), one from its shape
+    (:func:`daskgpu.verification.run_seed`).
     """
-    entropy = seed if seed is not None else samples * features
-    return Sampler(entropy, "probes").normal((features, PROBES))
+    return Sampler(run_seed(seed, samples, features), "probes").normal((features, PROBES))
 
 
 # --------------------------------------------------------------------------- the covariance
@@ -213,8 +213,8 @@ class PcaContext:
 
     @property
     def sample_seed(self) -> int:
-        """The check's choices' seed: the run's, or for an input its element count."""
-        return self.seed if self.random else self.samples * self.features
+        """The check's choices' seed: the run's, or for an input one from its shape."""
+        return run_seed(self.seed, self.samples, self.features)
 
     def cuts(self, block: int) -> list[tuple[int, int]]:
         """Block ``block``'s cells, as the run certifies them: whole blocks on a device."""

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from daskgpu.toolkit import backends
-from daskgpu.verification import Cells
+from daskgpu.verification import Cells, Sampler, run_seed
 
 COLUMNS = {
     "pickup_time": "datetime",
@@ -95,7 +95,7 @@ def projection_weights(seed: int) -> np.ndarray:
     A cell's table (flattened, hour-major) times these is what the run reports per cell: its
     total and a random projection, which changes when a trip moves between groups.
     """
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0xCE11, 0)))
+    rng = Sampler(seed, "projection weights").generator()
     cells = HOURS * SLOTS
     return np.stack([np.ones(cells, np.int64),
                      rng.integers(1, WEIGHT_LIMIT, cells, dtype=np.int64)], axis=1)
@@ -129,8 +129,9 @@ class TripsContext:
 
     @property
     def sample_seed(self) -> int:
-        """The seed of the cells drawn and of the projections: an input's is its row count."""
-        return self.seed if self.source is None else self.source.rows
+        """The seed of the cells drawn and of the projections: for an input, from its rows."""
+        return run_seed(self.seed if self.source is None else None,
+                        0 if self.source is None else self.source.rows)
 
     @property
     def cell_rows(self) -> int:
