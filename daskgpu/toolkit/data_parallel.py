@@ -182,14 +182,17 @@ def wait_kept(client, futures: list) -> None:
 
     Through the run's own waiting where the runner gave ``client``
     (:class:`daskgpu.execution.faults.WatchedClient`: workers gone or paused for good end the run in
-    one line, not a wait without end), else distributed's ``wait``.
+    one line, not a wait without end), else as each finishes on ``client``'s own event loop.
     """
     if hasattr(client, "wait"):
         client.wait(futures)
         return
-    from distributed import wait
+    from distributed import as_completed
 
-    wait(futures)
+    # On this client's loop: distributed.wait takes the default client, which a session's
+    # client (set_as_default=False) is not, and which may be none at all.
+    for _ in as_completed(futures, loop=client.loop):
+        pass
     for future in futures:
         if future.status != "finished":
             future.result()  # the worker's exception
