@@ -5,7 +5,7 @@ graph: random data drawn again from the documented per-block scheme (:func:`stre
 :func:`redraw`, :func:`uniform_at`), an input read again with NumPy's or Zarr's own readers
 (:func:`stored`, :func:`read`). :func:`on_workers` runs such recomputations as Dask tasks on the
 run's cluster (a check runs with it as Dask's scheduler), so only their small results travel;
-:func:`summed_on_workers` adds larger ones up there first.
+:func:`summed_on_workers` adds larger ones up there first (:func:`combined`).
 
 The per-block scheme, which :mod:`daskgpu.data.synthetic` documents: block ``b`` (row-major) of
 data with seed ``s`` is drawn by :func:`daskgpu.toolkit.numeric.generator` of
@@ -36,16 +36,29 @@ def on_workers(function: Callable, calls: Iterable[tuple]) -> list:
 def summed_on_workers(function: Callable, calls: Iterable[tuple], kept=()) -> tuple:
     """``function(*args)`` for each ``args`` of ``calls``, each giving ``(part, extra)``, summed.
 
-    The parts (arrays of one shape: a block's counts, say) are added up on the workers, eight
-    at a time in a tree, so that only their total reaches the client, with the parts of the
+    The parts (arrays of one shape: a block's counts, say) are added up on the workers
+    (:func:`combined`), so that only their total reaches the client, with the parts of the
     calls ``kept`` numbers and every call's (small) extra: ``(total, kept parts, extras)``.
     Where one result each is small, :func:`on_workers` is simpler.
     """
     parts = [dask.delayed(function, pure=True, nout=2)(*args) for args in calls]
-    level = [part[0] for part in parts]
+    total = combined([part[0] for part in parts], added)
+    return dask.compute(total, [parts[i][0] for i in kept], [part[1] for part in parts])
+
+
+def combined(parts: list, combine: Callable, *args, width: int = 8):
+    """Delayed ``parts`` combined on the workers in a tree, ``width`` at a time: one delayed.
+
+    ``combine(*group, *args)`` makes one of a group of parts (a lone part is passed on as it
+    is): :func:`added` to add them up, or a pairwise update (``width=2``) of statistics that do
+    not simply add.
+    """
+    level = list(parts)
     while len(level) > 1:
-        level = [dask.delayed(sum, pure=True)(level[i:i + 8]) for i in range(0, len(level), 8)]
-    return dask.compute(level[0], [parts[i][0] for i in kept], [part[1] for part in parts])
+        groups = [level[i:i + width] for i in range(0, len(level), width)]
+        level = [dask.delayed(combine, pure=True)(*group, *args) if len(group) > 1 else group[0]
+                 for group in groups]
+    return level[0]
 
 
 def added(*parts):

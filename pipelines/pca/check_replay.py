@@ -107,12 +107,9 @@ def products(ctx: PcaContext, m: np.ndarray) -> dict:
     ``F M`` too is made on a worker: BLAS here would spin beside the workers while they draw.
     """
     f, multiplier = dask.delayed(framed, pure=True, nout=2)(ctx, m)
-    level = [dask.delayed(block_products, pure=True)(ctx, i, multiplier)
+    parts = [dask.delayed(block_products, pure=True)(ctx, i, multiplier)
              for i in range(ctx.grid.blocks)]
-    while len(level) > 1:
-        level = [dask.delayed(join, pure=True)(level[i], level[i + 1], multiplier)
-                 for i in range(0, len(level) - 1, 2)] + ([level[-1]] if len(level) % 2 else [])
-    (rows, *sums), f = dask.compute(level[0], f)
+    (rows, *sums), f = dask.compute(replay.combined(parts, join, multiplier, width=2), f)
     mean, product, trace = in_rows(ctx, f, *sums)
     return {"rows": rows, "mean": mean, "cm": product, "trace": trace}
 

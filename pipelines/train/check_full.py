@@ -57,9 +57,9 @@ def jobs(ctx: TrainContext, r) -> tuple[list[Job], list[Job]]:
 def recompute(ctx: TrainContext, r, verdict) -> None:
     """Every shard replayed on the workers; only the totals come back."""
     train, tests = jobs(ctx, r)
-    total, tested = dask.compute(
-        dask.delayed(replay.added)(*(dask.delayed(replayed, pure=False)(job) for job in train)),
-        dask.delayed(replay.added)(*(dask.delayed(replayed, pure=False)(job) for job in tests)))
+    total, tested = dask.compute(*(replay.combined(
+        [dask.delayed(replayed, pure=False)(job) for job in part], replay.added)
+        for part in (train, tests)))
     r.again = Again(
         passes=dict(enumerate(total["passes"])),
         gradients={t: tuple(pair) for t, pair in enumerate(total["gradients"])},

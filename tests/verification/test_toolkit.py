@@ -230,3 +230,24 @@ def test_draws_at_given_rows_are_the_streams_own():
     np.testing.assert_array_equal(replay.uniform_rows(11, (3, 5), rows), whole[rows])
     np.testing.assert_array_equal(replay.uniform_at(11, 3, 10, 6, "float64"),
                                   replay.stream(11, 3).random(16)[10:])
+
+
+def test_parts_are_combined_in_a_tree_on_the_workers():
+    import dask
+
+    from daskgpu.verification import replay
+
+    seen = []
+
+    def pairwise(a, b, scale):
+        seen.append((a, b))
+        return a + b * scale
+
+    parts = [dask.delayed(float)(i) for i in range(5)]
+    assert dask.compute(replay.combined(parts, pairwise, 1.0, width=2),
+                        scheduler="sync")[0] == 10.0
+    assert len(seen) == 4  # (0+1), (2+3), then (1+5), then (6+4): a lone part passed on
+    total, kept, extras = replay.summed_on_workers(
+        lambda i: (np.full(3, i), i * 10), [(i,) for i in range(20)], kept=(3,))
+    assert total.tolist() == [190] * 3 and kept[0].tolist() == [3] * 3
+    assert extras == [i * 10 for i in range(20)]
