@@ -52,46 +52,48 @@ def unit_roundoff(dtype) -> float:
     return float(np.finfo(dtype).eps) / 2
 
 
-def rounding(terms: int, dtype="float64", false_alarm: float = FALSE_ALARM) -> float:
+def rounding(terms, dtype="float64", false_alarm: float = FALSE_ALARM):
     """``c(n)``: the relative rounding bound of a reduction of ``terms`` terms in ``dtype``.
 
     See the module's rule. Relative to the terms' magnitude (the sum of their absolute values).
+    An array of term counts gives an array of bounds.
 
     >>> rounding(1) == 2.0**-53 / (1 - 2.0**-53)
     True
     >>> rounding(10**6, "float32") < 1e-3
     True
     """
-    n = max(1, int(terms))
+    n = np.maximum(1.0, np.asarray(terms, dtype=np.float64))
     u = unit_roundoff(dtype)
-    worst = n * u / (1 - n * u) if n * u < 1 else math.inf
-    lam = math.sqrt(2 * math.log(2 * n / false_alarm))
-    probable = math.expm1(lam * math.sqrt(n) * u + n * u * u / (1 - u))
-    return min(worst, probable)
+    with np.errstate(divide="ignore"):
+        worst = np.where(n * u < 1, n * u / (1 - n * u), np.inf)
+    lam = np.sqrt(2 * np.log(2 * n / false_alarm))
+    probable = np.expm1(lam * np.sqrt(n) * u + n * u * u / (1 - u))
+    bound = np.minimum(worst, probable)
+    return float(bound) if bound.ndim == 0 else bound
 
 
-def tolerance(magnitude: float, terms: int, dtype="float64", check_terms: int | None = None,
-              check_dtype="float64") -> float:
+def tolerance(magnitude, terms, dtype="float64", check_terms=None, check_dtype="float64"):
     """How far a run's reduction may lie from a check's recomputation of it, both correct.
 
     Parameters
     ----------
-    magnitude : float
+    magnitude : float or array_like
         The sum of the absolute values of the terms (or a bound on it).
-    terms : int
+    terms : int or array_like
         Terms of the run's reduction, in ``dtype``.
-    check_terms : int, optional
+    check_terms : int or array_like, optional
         Terms of the check's recomputation, in ``check_dtype`` (default: ``terms``).
 
     Returns
     -------
     float or numpy.ndarray
         ``(rounding(terms, dtype) + rounding(check_terms, check_dtype)) * magnitude``, of the
-        magnitude's shape (an array of magnitudes gives an array of tolerances).
+        magnitude's and the terms' shape (arrays give an array of tolerances).
     """
     check_terms = terms if check_terms is None else check_terms
     factor = rounding(terms, dtype) + rounding(check_terms, check_dtype)
-    if np.ndim(magnitude):
+    if np.ndim(magnitude) or np.ndim(factor):
         return factor * np.asarray(magnitude, dtype=np.float64)
     return factor * float(magnitude)
 

@@ -61,7 +61,7 @@ def parts_add_up(reported, cells, owners, *, terms: int, dtype="float64", what: 
     reported = np.asarray(reported, dtype=np.float64)
     totals, magnitudes = cell_totals(cells, owners, reported.shape[0])
     magnitudes = np.maximum(magnitudes, np.abs(reported))
-    limit = np.vectorize(lambda m: tolerance(m, terms, dtype))(magnitudes)
+    limit = tolerance(magnitudes, terms, dtype)
     return differences(reported, totals, what=what, reported_as=reported_as,
                        expected_as=expected_as, tolerance=limit, label=label)
 

@@ -129,7 +129,7 @@ def cells_agree(ctx: MatmulContext, r, verdict) -> None:
     q, (rows, cols), k = again(ctx, r), ctx.cells(), ctx.shape[1]
     if verdict.note(differences(
             r.samples, q.samples, what="cell",
-            tolerance=[tolerance(m, k, ctx.dtype) for m in q.samples_abs],
+            tolerance=tolerance(q.samples_abs, k, ctx.dtype),
             label=lambda s: f"sampled cell C[{rows[s]}, {cols[s]}]", reported_as="{} reported",
             expected_as="{} as a dot product of A's row and B's column")):
         verdict.establish(f"{SAMPLED_CELLS} sampled cells recomputed as dot products agree")

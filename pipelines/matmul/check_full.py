@@ -8,8 +8,6 @@ sum moves by that times ``1ᵀ |A_i| |B_j| 1`` at most, its squares by that time
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from daskgpu.verification import Plan, differences, replay, tolerance
@@ -24,10 +22,9 @@ def blocks_recomputed(ctx: MatmulContext, r, verdict) -> None:
                                        [(ctx, *at) for at in grid.locations()]))
     squares, sums, magnitude, a_squares, b_squares = again.T
     entries = grid.counts().ravel()
-    square_limits = [tolerance(2 * math.sqrt(s * a * b), k, ctx.dtype) + tolerance(s, n)
-                     for s, a, b, n in zip(squares, a_squares, b_squares, entries, strict=True)]
-    sum_limits = [tolerance(mag, k, ctx.dtype) + tolerance(mag, n)
-                  for mag, n in zip(magnitude, entries, strict=True)]
+    square_limits = (tolerance(2 * np.sqrt(squares * a_squares * b_squares), k, ctx.dtype)
+                     + tolerance(squares, entries))
+    sum_limits = tolerance(magnitude, k, ctx.dtype) + tolerance(magnitude, entries)
     how = "drawn again from their seeds" if ctx.inputs is None else "re-read from the inputs"
     if verdict.fail_all(
             differences(reported, recomputed, what="block", tolerance=limits,

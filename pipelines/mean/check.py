@@ -165,7 +165,7 @@ def cells_again(ctx: MeanContext, r, verdict) -> None:
         block, index = cells.locate(plan.parts[i])
         return f"block {ctx.grid.location(block)} {piece} {index}"
 
-    limit = [tolerance(m, CELL) for m in again[:, 1]]
+    limit = tolerance(again[:, 1], CELL)
     if verdict.note(differences(
             r.cell_sums[list(plan)], again[:, 0], what="cell", tolerance=limit, label=label,
             reported_as="sum {} reported", expected_as="{} recomputed " + source)):
@@ -209,7 +209,7 @@ def blocks_again(ctx: MeanContext, r, verdict) -> None:
         again = np.array(replay.on_workers(region_sums, calls))
         how, source = "re-read from the input in float64", "from the input file"
     again = again.reshape(-1, 2)
-    limit = [tolerance(m, grid.block_size(b)) for m, b in zip(again[:, 1], plan, strict=True)]
+    limit = tolerance(again[:, 1], [grid.block_size(b) for b in plan])
     if verdict.note(differences(
             r.block_sums.ravel()[list(plan)], again[:, 0], what="block", tolerance=limit,
             label=lambda i: f"block {grid.location(plan.parts[i])}",

@@ -128,7 +128,7 @@ def outside_grouped(ctx: TripsContext, r: Computed, verdict) -> None:
             grouped = np.stack([np.bincount(hours, c["outside"][n].to_numpy(float), HOURS)
                                 for n in SUMS])
         dense = np.stack([c["counts"][:, SLOTS - 1], *c["sums"][:, :, SLOTS - 1]])
-        slack = [tolerance(1.0, int(n)) for n in dense[0]]  # the values are positive
+        slack = tolerance(1.0, dense[0])  # the values are positive
         verdict.note(differences(
             dense, grouped, what="sum", tolerance=[[0] * HOURS, *(slack * dense[1:])],
             label=lambda i, c=c: f"{label(c['partition'])}, hour {i % HOURS}: other passenger "

@@ -84,10 +84,7 @@ def relative_slack(trips) -> np.ndarray:
     orders: :func:`~daskgpu.verification.tolerance` of a group's trips and a distance's
     ``HAVERSINE_ROUNDINGS`` as terms (every value kept is positive: its sum is its magnitude).
     """
-    counts = np.asarray(trips, dtype=np.int64)
-    values, where = np.unique(counts.ravel(), return_inverse=True)
-    slack = np.array([tolerance(1.0, int(n) + HAVERSINE_ROUNDINGS) for n in values])
-    return slack[where].reshape(counts.shape)
+    return tolerance(1.0, np.asarray(trips, dtype=np.int64) + HAVERSINE_ROUNDINGS)
 
 
 def _slots(passengers) -> tuple[np.ndarray, np.ndarray]:

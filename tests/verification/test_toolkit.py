@@ -251,3 +251,11 @@ def test_parts_are_combined_in_a_tree_on_the_workers():
         lambda i: (np.full(3, i), i * 10), [(i,) for i in range(20)], kept=(3,))
     assert total.tolist() == [190] * 3 and kept[0].tolist() == [3] * 3
     assert extras == [i * 10 for i in range(20)]
+
+
+def test_the_rule_takes_arrays_of_magnitudes_and_of_terms():
+    terms = np.array([1, 100, 10**6])
+    assert np.array_equal(rounding(terms, "float32"),
+                          [rounding(int(n), "float32") for n in terms])
+    assert np.allclose(tolerance(np.array([1.0, 2.0, 3.0]), terms),
+                       [tolerance(m, int(n)) for m, n in zip([1.0, 2.0, 3.0], terms)])
