@@ -258,4 +258,4 @@ def test_the_rule_takes_arrays_of_magnitudes_and_of_terms():
     assert np.array_equal(rounding(terms, "float32"),
                           [rounding(int(n), "float32") for n in terms])
     assert np.allclose(tolerance(np.array([1.0, 2.0, 3.0]), terms),
-                       [tolerance(m, int(n)) for m, n in zip([1.0, 2.0, 3.0], terms)])
+                       [tolerance(m, int(n)) for m, n in zip([1.0, 2.0, 3.0], terms, strict=True)])
