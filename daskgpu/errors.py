@@ -19,22 +19,34 @@ def printable(text: str) -> str:
 class DaskGPUError(Exception):
     """A problem with the user's input or environment, explained in one line.
 
-    The command line prints the message without a traceback and exits with code 2.
+    The command line prints the message without a traceback and exits with code 2. The
+    errors in what a caller gave (a parameter, an input, a device selection, a pipeline's
+    name) are also ``ValueError``, so that ``except ValueError`` catches them as it does
+    NumPy's and scikit-learn's; a missing input is also ``FileNotFoundError``, and an input
+    of the wrong type also ``TypeError``.
     """
 
     exit_code = 2
 
 
-class DeviceSelectionError(DaskGPUError):
+class DeviceSelectionError(DaskGPUError, ValueError):
     """A ``--gpus`` selection that is malformed or names devices that are not there."""
 
 
-class ParameterError(DaskGPUError):
+class ParameterError(DaskGPUError, ValueError):
     """A pipeline parameter with a bad value."""
 
 
-class InputFileError(DaskGPUError):
-    """An input file that is missing, unreadable, or holds the wrong kind of data."""
+class InputTypeError(ParameterError, TypeError):
+    """An input of a type no pipeline reads (neither a path nor an array or a table)."""
+
+
+class InputFileError(DaskGPUError, ValueError):
+    """An input that is unreadable or holds the wrong kind of data: a file, or an object."""
+
+
+class MissingInputError(InputFileError, FileNotFoundError):
+    """An input path where there is no file or directory."""
 
 
 class ClusterError(DaskGPUError):
@@ -45,7 +57,7 @@ class BackendUnavailable(DaskGPUError):
     """A backend whose libraries are not installed here."""
 
 
-class UnknownPipeline(DaskGPUError):
+class UnknownPipeline(DaskGPUError, ValueError):
     """A pipeline name that is not registered."""
 
 

@@ -1,4 +1,4 @@
-"""Array inputs (``.npy`` files and Zarr arrays), checked up front and read block by block.
+"""Array inputs (``.npy`` files, Zarr arrays, arrays in memory), checked up front, read by block.
 
 A ``.npy`` file is memory-mapped by each task for its own block, which is a read-only view of
 the mapping (never a copy, never the whole file loaded); its header is validated in the client
@@ -16,7 +16,8 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from daskgpu.errors import InputFileError, printable
+from daskgpu.data import memory_input
+from daskgpu.errors import InputFileError, MissingInputError, printable
 
 _NUMERIC_KINDS = "biuf"
 _HOW = "give a .npy file (numpy.save) or a Zarr array directory"
@@ -55,11 +56,16 @@ class NpyBlocks:
 class ArraySource:
     """A validated array input: where it is, and what it holds."""
 
-    path: str
-    kind: str  # "npy" or "zarr"
+    path: str  # for an array in memory: its label (type, dtype, shape)
+    kind: str  # "npy", "zarr", or "memory"
     shape: tuple[int, ...]
     dtype: np.dtype
-    reader: object  # NpyBlocks or a zarr array
+    reader: object  # NpyBlocks, a zarr array, or the array in memory
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the input is an array in memory (NumPy, CuPy or Dask), not a file."""
+        return self.kind == "memory"
 
     @property
     def nbytes(self) -> int:
@@ -74,13 +80,14 @@ def _is_zarr(path: str) -> bool:
     )
 
 
-def open_array(path: str, what: str = "--input", dtypes: tuple[str, ...] = ()) -> ArraySource:
+def open_array(path, what: str = "--input", dtypes: tuple[str, ...] = ()) -> ArraySource:
     """Validate and open an array input.
 
     Parameters
     ----------
-    path : str
-        A ``.npy`` file or a Zarr array directory.
+    path : str or array
+        A ``.npy`` file or a Zarr array directory; or a NumPy, CuPy or Dask array in memory
+        (see :mod:`daskgpu.data.memory_input`).
     what : str
         How the error line names the input (its option).
     dtypes : tuple of str
@@ -90,13 +97,28 @@ def open_array(path: str, what: str = "--input", dtypes: tuple[str, ...] = ()) -
     Raises
     ------
     InputFileError
-        One line naming the problem: missing, a directory, not .npy/Zarr, truncated,
-        Python objects, not numeric (or not one of ``dtypes``), empty.
+        One line naming the problem: missing (MissingInputError, a FileNotFoundError too), a
+        directory, not .npy/Zarr, truncated, Python objects, not numeric (or not one of
+        ``dtypes``), empty.
+    InputTypeError
+        Neither a path nor an array.
     """
     try:
-        return _open_array(path, what, dtypes)
+        if not isinstance(path, (str, os.PathLike)):
+            return _open_object(memory_input.checked(path, what), what, dtypes)
+        return _open_array(os.fspath(path), what, dtypes)
     except InputFileError as exc:
-        raise InputFileError(printable(str(exc))) from None
+        raise type(exc)(printable(str(exc))) from None
+
+
+def _open_object(array, what: str, dtypes: tuple[str, ...]) -> ArraySource:
+    """An array in memory, checked as a file's header is."""
+    name, dtype, shape = memory_input.label(array), np.dtype(array.dtype), tuple(array.shape)
+    if not dtype.hasobject:
+        _check_wanted(dtype, dtypes, name, what, convert="x")
+    _check_dtype(dtype, name, what, dtypes)
+    _check_shape(shape, name, what)
+    return ArraySource(name, "memory", tuple(int(n) for n in shape), dtype, array)
 
 
 def open_matrix(path: str, what: str = "--input", dtypes: tuple[str, ...] = (),
@@ -120,7 +142,7 @@ def open_matrix(path: str, what: str = "--input", dtypes: tuple[str, ...] = (),
 
 def _open_array(path: str, what: str, dtypes: tuple[str, ...]) -> ArraySource:
     if not os.path.exists(path):
-        raise InputFileError(f"{what} {path}: no such file or directory; {_HOW}")
+        raise MissingInputError(f"{what} {path}: no such file or directory; {_HOW}")
     if os.path.isdir(path) and not _is_zarr(path):
         raise InputFileError(f"{what} {path}: is a directory, not a Zarr array; {_HOW}")
     opener = _open_zarr if _is_zarr(path) else _open_npy
@@ -138,11 +160,12 @@ def _check_dtype(dtype: np.dtype, path: str, what: str, dtypes: tuple[str, ...] 
         raise InputFileError(f"{what} {path}: holds {dtype} values; a numeric array is needed")
 
 
-def _check_wanted(dtype: np.dtype, dtypes: tuple[str, ...], path: str, what: str) -> None:
+def _check_wanted(dtype: np.dtype, dtypes: tuple[str, ...], path: str, what: str,
+                  convert: str = "numpy: a") -> None:
     if dtypes and dtype.name not in dtypes:
         raise InputFileError(
             f"{what} {path}: holds {dtype} values; a numeric array of {' or '.join(dtypes)} is "
-            f"needed (convert it with numpy: a.astype('{dtypes[-1]}'))"
+            f"needed (convert it with {convert}.astype('{dtypes[-1]}'))"
         )
 
 
@@ -202,7 +225,13 @@ def _open_zarr(path: str, what: str, dtypes: tuple[str, ...] = ()) -> ArraySourc
 
 
 def to_dask(source: ArraySource, chunks: tuple[int, ...], backend) -> da.Array:
-    """A lazy Dask array over ``source`` with ``chunks``, in ``backend``'s memory."""
+    """A lazy Dask array over ``source`` with ``chunks``, in ``backend``'s memory.
+
+    An array in memory: see :func:`daskgpu.data.memory_input.to_dask` (moved once, or used as
+    the Dask graph it is, rechunked where its blocks are not ``chunks``).
+    """
+    if source.in_memory:
+        return memory_input.to_dask(source.reader, chunks, backend)
     if source.kind == "zarr":
         arr = da.from_zarr(source.path, chunks=chunks)
     else:
@@ -217,6 +246,15 @@ def to_dask(source: ArraySource, chunks: tuple[int, ...], backend) -> da.Array:
     return arr
 
 
+def rechunking(source: ArraySource, chunks: tuple) -> dict:
+    """``{"rechunked": what was done}`` where a Dask array's blocks become ``chunks``; else {}.
+
+    For a workload's reported data: the run says so where it does not use the user's blocks.
+    """
+    note = memory_input.rechunked(source.reader, chunks) if source.in_memory else None
+    return {"rechunked": note} if note else {}
+
+
 def blockwise_sums(source: ArraySource, block_bytes: int = 64 * 2**20) -> tuple[float, float, int]:
     """Sum, sum of absolute values, and count of ``source``, in float64 with NumPy.
 
@@ -229,7 +267,11 @@ def blockwise_sums(source: ArraySource, block_bytes: int = 64 * 2**20) -> tuple[
     step = max(1, block_bytes // row_bytes)
     total = absolute = 0.0
     for start in range(0, rows, step):
-        block = np.asarray(reader[start : start + step], dtype=np.float64)
+        if source.in_memory:
+            block = memory_input.region(reader, (slice(start, start + step),))
+            block = block.compute() if isinstance(block, da.Array) else block
+        else:
+            block = np.asarray(reader[start : start + step], dtype=np.float64)
         total += float(block.sum())
         absolute += float(np.abs(block).sum())
     return total, absolute, math.prod(source.shape)

@@ -206,6 +206,17 @@ def optional_path(value: Any) -> str | None:
     return text or None
 
 
+def path_or_array(value: Any) -> Any:
+    """A path as text (as :func:`optional_path`), or an array in memory passed on as it is.
+
+    The pipeline's ``settle`` opens either (:func:`daskgpu.data.array_input.open_array`),
+    refusing what is neither in one line.
+    """
+    if value is None or isinstance(value, (str, os.PathLike)):
+        return optional_path(os.fspath(value) if value is not None else "")
+    return value
+
+
 def finite_float(value: Any) -> float:
     """A finite real number."""
     if isinstance(value, bool):

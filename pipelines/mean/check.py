@@ -7,7 +7,8 @@ normal bound of 0.5.
 - ``fast``: every block's sum is the total of its cells' sums (the run's certificate, geometry
   in :mod:`pipelines.mean.shared`), and a seeded sample of cells gives the same sums again:
   random cells drawn in this process from their block's seed (NumPy's PCG64 advanced to the
-  cell's first value), an input's slabs re-read with ``numpy.load``/Zarr. On GPU workers, whose
+  cell's first value), an input's slabs re-read with ``numpy.load``/Zarr (an array in memory:
+  from the object itself, :func:`daskgpu.verification.replay.region`). On GPU workers, whose
   generator cannot start inside a block, the run reports no cells and a seeded sample of whole
   blocks is drawn again on the devices.
 - ``full``: every block drawn again on the workers from its seed, or re-read from the input in
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+import dask
 import numpy as np
 
 from daskgpu.verification import (
@@ -156,9 +158,11 @@ def cells_add_up(ctx: MeanContext, r, verdict) -> None:
 def cells_again(ctx: MeanContext, r, verdict) -> None:
     """A seeded sample of cells drawn again (random data) or re-read (an input): their sums."""
     plan, cells = cell_plan(ctx, verdict.depth), ctx.cells()
-    again = np.array([cell_sum(ctx, *cells.locate(c)) for c in plan]).reshape(-1, 2)
+    values = [cell_values(ctx, *cells.locate(c)) for c in plan]
+    again = np.array([[v.sum(), np.abs(v).sum()] for v in map(np.asarray, dask.compute(
+        *values))]).reshape(-1, 2)
     how = "drawn again from their blocks' seeds" if ctx.random else "re-read from the input"
-    source = "from its seed" if ctx.random else "from the input file"
+    source = "from its seed" if ctx.random else "from the input"
     piece = "cell" if ctx.random else "slab"
 
     def label(i: int) -> str:
@@ -173,22 +177,18 @@ def cells_again(ctx: MeanContext, r, verdict) -> None:
                           "agree")
 
 
-def cell_sum(ctx: MeanContext, block: int, index: int) -> tuple[float, float]:
-    """Sum and sum of |x| of cell ``index`` of ``block``, drawn again or re-read in float64."""
+def cell_values(ctx: MeanContext, block: int, index: int):
+    """The values of cell ``index`` of ``block`` in float64: drawn again, or re-read (lazily)."""
     shape = ctx.grid.block_shape(block)
     if ctx.random:
         first = index * CELL
-        values = replay.uniform_at(ctx.seed, block, first, min(CELL, math.prod(shape) - first),
-                                   ctx.dtype)
-    else:
-        region = list(ctx.grid.region(block))
-        if region:  # a slab: the block's rows index * step on (all of a 0-d block)
-            step, start = slab_rows(shape), region[0].start
-            region[0] = slice(start + index * step, min(start + (index + 1) * step,
-                                                        region[0].stop))
-        values = replay.read(ctx.source.path, ctx.source.kind, tuple(region))
-    values = np.asarray(values, dtype=np.float64)
-    return float(values.sum()), float(np.abs(values).sum())
+        return replay.uniform_at(ctx.seed, block, first, min(CELL, math.prod(shape) - first),
+                                 ctx.dtype).astype(np.float64)
+    region = list(ctx.grid.region(block))
+    if region:  # a slab: the block's rows index * step on (all of a 0-d block)
+        step, start = slab_rows(shape), region[0].start
+        region[0] = slice(start + index * step, min(start + (index + 1) * step, region[0].stop))
+    return replay.region(ctx.source, tuple(region))
 
 
 # --------------------------------------------------------------------------- whole blocks
@@ -205,9 +205,9 @@ def blocks_again(ctx: MeanContext, r, verdict) -> None:
         again = np.array(replay.on_workers(redrawn_sums, calls))
         how, source = "redrawn from their seeds", "from its seed"
     else:
-        calls = [(ctx.source.path, ctx.source.kind, grid.region(b)) for b in plan]
+        calls = [(replay.region(ctx.source, grid.region(b)),) for b in plan]
         again = np.array(replay.on_workers(region_sums, calls))
-        how, source = "re-read from the input in float64", "from the input file"
+        how, source = "re-read from the input in float64", "from the input"
     again = again.reshape(-1, 2)
     limit = tolerance(again[:, 1], [grid.block_size(b) for b in plan])
     if verdict.note(differences(
@@ -223,9 +223,8 @@ def redrawn_sums(seed: int, block: int, shape, dtype: str, library: str) -> np.n
     return np.array([total, total])
 
 
-def region_sums(path: str, kind: str, region: tuple[slice, ...]) -> np.ndarray:
-    """Sum and sum of |x| of ``region`` of an input, read with ``numpy.load`` or Zarr."""
-    values = replay.read(path, kind, region)
+def region_sums(values: np.ndarray) -> np.ndarray:
+    """Sum and sum of |x| of a region of an input, read again (:func:`replay.region`)."""
     return np.array([values.sum(), np.abs(values).sum()])
 
 

@@ -24,7 +24,7 @@ from daskgpu.toolkit.params import (
     choice,
     chunks,
     non_negative_int,
-    optional_path,
+    path_or_array,
     positive_int,
     refuse_with_input,
 )
@@ -58,8 +58,8 @@ PARAMS = (
     Param("dtype", choice(("float64", "float32")), "float64", "Element type of random data.",
           "float64|float32", ("float64", "float32")),
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
-    Param("input", optional_path, None, "Mean of this .npy file or Zarr array instead of "
-          "random data.", "PATH"),
+    Param("input", path_or_array, None, "Mean of this .npy file or Zarr array instead of "
+          "random data (from Python also a NumPy, CuPy or Dask array).", "PATH"),
 )
 # What only generated data uses: refused, where set, with an --input.
 GENERATED_ONLY = ("size", "seed", "dtype")
@@ -78,6 +78,7 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
         refuse_with_input(PARAMS, values, GENERATED_ONLY)
         source = array_input.open_array(values["input"])
         chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input")
+        values["input"] = source.path  # an array in memory: named, never held in the values
         values["dtype"] = None  # the input's own element type is used (reported in data)
         return values, {"input": source}
     itemsize = np.dtype(values["dtype"]).itemsize
@@ -139,7 +140,8 @@ def prepare(resolved: Resolved) -> Workload:
 
 def _input_workload(backend, path, source, chunks) -> Workload:
     block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
-    described = {"source": path, "format": source.kind}
+    described = {"source": path, "format": source.kind,
+                 **array_input.rechunking(source, block)}
     context = {"source": source}
     return _workload(input_mean(source, block, backend), backend, source.shape, block,
                      source.dtype, described, context)

@@ -213,9 +213,9 @@ def test_cells_drawn_again_by_advancing_the_generator_are_the_blocks_own(dtype):
     seen = 0
     for cell in mean_check.cell_plan(ctx):
         block, index = ctx.cells().locate(cell)
-        total, _ = mean_check.cell_sum(ctx, block, index)
+        values = mean_check.cell_values(ctx, block, index)
         expected = whole[block][index * mean_shared.CELL:(index + 1) * mean_shared.CELL]
-        assert total == float(expected.sum(dtype=np.float64))
+        assert values.sum() == float(expected.sum(dtype=np.float64))
         seen += 1
     assert seen == len(mean_check.cell_plan(ctx)) > 10
 
@@ -257,9 +257,9 @@ INPUT_CATCHES = {
     "duplicated block": "block sums",
     "repeated per-block seed": "block (0, 1): sum",  # the block whose sum was replaced
     "wrong divisor": "mean",
-    "block sums accumulated in float32": "recomputed from the input file",
+    "block sums accumulated in float32": "recomputed from the input",
     "a block's sum lost (zero)": "sum 0 reported",
-    "block sums in the wrong places": "recomputed from the input file",
+    "block sums in the wrong places": "recomputed from the input",
 }
 INPUT_CATCHES_FAST = {**INPUT_CATCHES, **{
     name: "cells' sums" for name in ("repeated per-block seed", "a block's sum lost (zero)",
@@ -267,9 +267,14 @@ INPUT_CATCHES_FAST = {**INPUT_CATCHES, **{
                                      "block sums in the wrong places")}}
 
 
-@pytest.fixture(params=["npy", "zarr"])
+@pytest.fixture(params=["npy", "zarr", "numpy", "dask"])
 def random_input(request, tmp_path):
+    """The same values as a .npy file, a Zarr array, a NumPy array, a Dask array (odd blocks)."""
     values = np.random.default_rng(7).normal(2.0, 3.0, size=(900, 130))
+    if request.param == "numpy":
+        return values, values
+    if request.param == "dask":
+        return dask.array.from_array(values, chunks=(70, 130)), values
     if request.param == "npy":
         path = tmp_path / "in.npy"
         np.save(path, np.asfortranarray(values))
@@ -320,7 +325,8 @@ def test_input_baseline_gives_the_runs_answer(cpu_client, random_input):
     result = daskgpu.run(spec, cpu_client, input=path)
     assert result.verified, result.verification
     assert isinstance(result.value, float) and type(result.value) is float
-    seconds, answer = spec.baseline(spec.resolve(cpu_client.backend, **result.params))
+    params = {**result.params, "input": path}  # an array in memory is named in params
+    seconds, answer = spec.baseline(spec.resolve(cpu_client.backend, **params))
     assert seconds > 0
     assert answers.difference(result.value, answer) is None
     assert answers.difference(result.value * 1.01, answer) is not None
@@ -591,5 +597,66 @@ def test_input_blocks_read_wrong_fail_both_depths(faulty_run, monkeypatch, tmp_p
 
     monkeypatch.setattr(array_input, "to_dask", misread)
     checks = faulty_run(input=str(path), chunks="300,100")
-    assert not checks["fast"].ok and "from the input file" in checks["fast"].detail
+    assert not checks["fast"].ok and "from the input" in checks["fast"].detail
     assert not checks["full"].ok, checks["full"].detail
+
+
+# ------------------------------------------------------------------ arrays in memory
+
+
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+@pytest.mark.parametrize("where", ["random", "last"])
+def test_one_block_of_an_array_in_memory_summed_wrong_fails_both_depths(
+        in_process_client, monkeypatch, kind, where):
+    """The run reads an array in hand (a NumPy array; a Dask array of other blocks, rechunked)
+    and one of its 9 blocks sums 0.1 % high, slabs and all: both depths re-read it and fail."""
+    values = np.random.default_rng(21).normal(1.0, 1.0, size=(900, 300))
+    given = values if kind == "numpy" else dask.array.from_array(values, chunks=(45, 300))
+    faulty = {"random": int(np.random.default_rng(5).integers(0, 8)), "last": 8}[where]
+    original = mean_tasks.block_and_slab_sums
+
+    def off(block):
+        total, slabs = original(block)
+        is_faulty = np.array_equal(block, values[faulty * 100:(faulty + 1) * 100])
+        return (total * 1.001, slabs * 1.001) if is_faulty else (total, slabs)
+
+    monkeypatch.setattr(mean_tasks, "block_and_slab_sums", off)
+    spec, workload, raw = compute_as_runner(in_process_client, "mean-pipeline", input=given,
+                                            chunks="100,300")
+    assert workload.description["blocks"] == 9
+    if kind == "dask":
+        assert workload.description["rechunked"] == (
+            "rechunked from blocks of (45, 300) to (100, 300), the pipeline's")
+    for depth in DEPTHS:
+        check = verify_on(in_process_client, spec, workload, raw, depth)
+        assert not check.ok and f"block ({faulty}, 0)" in check.detail, (depth, check.detail)
+        assert "from the input" in check.detail
+    monkeypatch.setattr(mean_tasks, "block_and_slab_sums", original)
+    spec, workload, raw = compute_as_runner(in_process_client, "mean-pipeline", input=given,
+                                            chunks="100,300")
+    assert all(verify_on(in_process_client, spec, workload, raw, d).ok for d in DEPTHS)
+
+
+def test_an_array_in_memory_gives_the_files_answer_and_is_named_not_held(cpu_client, npy_file):
+    path, values = npy_file
+    from_file = daskgpu.run("mean-pipeline", cpu_client, input=str(path), chunks="128")
+    in_hand = daskgpu.run("mean-pipeline", cpu_client, input=np.load(path), chunks="128")
+    assert in_hand.verified and in_hand.value == from_file.value
+    assert type(in_hand.value) is float
+    label = f"numpy.ndarray {values.dtype} ({', '.join(map(str, values.shape))})"
+    assert in_hand.params["input"] == label and in_hand.data["source"] == label
+    assert in_hand.data["format"] == "memory"
+
+
+@pytest.mark.parametrize(("given", "kinds", "message"), [
+    ([1.0, 2.0], (TypeError, ValueError), "a list is not an input daskgpu reads"),
+    (np.zeros((0, 3)), (ValueError,), "numpy.ndarray float64 (0, 3): the array is empty"),
+    (np.array(["a"], dtype=object), (ValueError,), "holds Python objects"),
+    ("/no/such/file.npy", (FileNotFoundError, ValueError), "no such file or directory"),
+])
+def test_a_bad_input_is_refused_in_one_line_by_kind(given, kinds, message):
+    spec = daskgpu.get_pipeline("mean-pipeline")
+    with pytest.raises(kinds) as caught:
+        spec.resolve(CPU2, input=given)
+    assert isinstance(caught.value, daskgpu.DaskGPUError)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
