@@ -100,6 +100,22 @@ class GPUError(TaskFailed):
     """
 
 
+class VerificationFailed(DaskGPUError):
+    """A result that did not check out: an estimator's ``fit`` raises it on a wrong answer.
+
+    The message says what disagreed (the verification's detail); exit code 1, as a run whose
+    answer did not verify.
+
+    Attributes
+    ----------
+    result : RunResult or None
+        The run whose answer failed its check.
+    """
+
+    exit_code = 1
+    result = None
+
+
 class PipelineFailed(DaskGPUError):
     """An exception raised by a pipeline's own code in this process.
 

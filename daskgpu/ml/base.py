@@ -1,0 +1,97 @@
+"""What daskgpu's estimators share: where a fit computes, how it runs and is verified.
+
+An estimator's ``fit`` runs one of daskgpu's pipelines on the data given (a NumPy, CuPy or
+Dask array: the pipelines' ``input=``) through :func:`fitted`, which
+
+- computes on the session given (``fit(X, session=...)``), else the current one (inside
+  ``with daskgpu.cluster() as session:``, or a distributed client made current), else on a
+  local cluster started for this fit and closed after it (CPU workers, or every GPU where
+  there are GPUs);
+- checks the answer at the estimator's ``verify`` depth (``"fast"`` by default; ``"full"``;
+  ``"off"``) and raises :class:`~daskgpu.errors.VerificationFailed` where it did not verify;
+- returns the :class:`~daskgpu.RunResult`, whose ``verified`` the estimator keeps as
+  ``verified_`` (None with ``verify="off"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+
+from daskgpu.errors import ParameterError, VerificationFailed
+from daskgpu.verification import depths
+
+
+@contextlib.contextmanager
+def session_for(session=None) -> Iterator:
+    """The session a fit computes on: ``session``, the current one, or one started for it."""
+    if session is not None:
+        yield session
+        return
+    from daskgpu.clusters import session as sessions
+    from daskgpu.errors import ClusterError
+
+    try:
+        yield sessions.current()
+        return
+    except ClusterError:
+        pass
+    import daskgpu
+
+    with daskgpu.cluster(dashboard=False) as started:
+        yield started
+
+
+def fitted(estimator, pipeline: str, session=None, **params):
+    """Run ``pipeline`` with ``params`` for ``estimator``'s fit; verified at its ``verify``.
+
+    Returns
+    -------
+    RunResult
+        Of a run whose answer verified (or was not checked: ``verify="off"``).
+
+    Raises
+    ------
+    ParameterError
+        A ``verify`` other than fast, full or off.
+    VerificationFailed
+        The answer did not check out; the message says what disagreed.
+    """
+    import daskgpu
+
+    verify = checked_depth(estimator.verify)
+    with session_for(session) as chosen:
+        result = daskgpu.run(pipeline, chosen, verify=verify, **params)
+    if result.verified is False:
+        error = VerificationFailed(f"{type(estimator).__name__}.fit: the result did not "
+                                   f"verify ({pipeline}, --verify {verify}): "
+                                   f"{result.verification}")
+        error.result = result
+        raise error
+    return result
+
+
+def checked_depth(verify) -> str:
+    """``verify`` if it is fast, full or off; else one line saying so."""
+    if verify not in depths.DEPTHS:
+        raise ParameterError(f"verify={verify!r}: choose one of {', '.join(depths.DEPTHS)}")
+    return verify
+
+
+def seed_of(random_state) -> int | None:
+    """A pipeline's seed from scikit-learn's ``random_state`` (None, an int, a Generator).
+
+    None draws a fresh seed (the run reports it); a ``RandomState`` or ``Generator`` gives one.
+    """
+    if random_state is None:
+        return None
+    if isinstance(random_state, (int, np.integer)):
+        return int(random_state)
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**31 - 1))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**62))
+    raise ParameterError(f"random_state={random_state!r}: give None, an int, a "
+                         "numpy.random.RandomState or a numpy.random.Generator")
