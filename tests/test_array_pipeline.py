@@ -135,6 +135,23 @@ def test_a_zarr_input_is_read_again_for_the_check(session, tmp_path):
     assert not check.ok and check.detail.startswith("row 41: ")
 
 
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_an_array_in_memory_is_read_again_from_the_object(session, kind):
+    values = np.random.default_rng(9).random((120, 30))
+    given = values if kind == "numpy" else dask.array.from_array(values, chunks=(7, 30))
+    workload, raw = compute_as_a_run(example.threshold_count, session, input=given,
+                                     chunks="40", threshold=0.5)
+    assert workload.context["array"].source_kind == "memory"
+    assert ("rechunked" in workload.description) == (kind == "dask")
+    assert list(raw) == (values > 0.5).sum(axis=1).tolist()
+    for depth in ("fast", "full"):
+        assert example.threshold_count.check(workload, raw, depth).ok
+    wrong = raw.copy()
+    wrong[81] += 1
+    check = example.threshold_count.check(workload, wrong, "full")
+    assert not check.ok and check.detail.startswith("row 81: ")
+
+
 def test_a_reference_that_disagrees_fails_naming_the_row(session):
     workload, raw = compute_as_a_run(example.threshold_count, session, shape="200,40",
                                      chunks="50,40", seed=2, threshold=0.5)

@@ -35,7 +35,7 @@ from daskgpu.toolkit.params import (
     choice,
     chunks,
     non_negative_int,
-    optional_path,
+    path_or_array,
     positive_int,
     refuse_with_input,
 )
@@ -73,9 +73,10 @@ class ArrayData:
     distribution : str or None
         ``"uniform"`` ([0, 1)) or ``"normal"`` for random data; None for an input.
     source : str or None
-        The input's path (None for random data).
+        The input's path (None for random data); an array in memory's label.
     source_kind : str or None
-        ``"npy"`` or ``"zarr"`` for an input.
+        ``"npy"``, ``"zarr"`` or ``"memory"`` for an input (the input itself, the
+        :class:`~daskgpu.data.array_input.ArraySource`, is ``workload.context["input"]``).
     """
 
     shape: tuple[int, ...]
@@ -131,8 +132,8 @@ def _standard_params(shape: tuple[int, ...], dtype: str, dtypes: tuple[str, ...]
         Param("dtype", choice(dtypes), dtype, "Element type of random data.", "|".join(dtypes),
               dtypes),
         Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
-        Param("input", optional_path, None, "Read this .npy file or Zarr array instead of "
-              "random data.", "PATH"),
+        Param("input", path_or_array, None, "Read this .npy file or Zarr array instead of "
+              "random data (from Python also a NumPy, CuPy or Dask array).", "PATH"),
     )
 
 
@@ -154,6 +155,7 @@ def _settler(name: str, params: tuple[Param, ...], ndim: int, dtypes: tuple[str,
         chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input",
                               memory=chunking.worker_memory(backend))
         values["shape"] = values["dtype"] = None  # the input's own, reported with the data
+        values["input"] = source.path  # an array in memory: named, never held in the values
         return values, {"input": source}
 
     return settle
@@ -354,7 +356,8 @@ def array_pipeline(
                 description={**described, "shape": list(array.shape),
                              "chunks": list(data.chunksize), "blocks": data.npartitions,
                              "dtype": array.dtype},
-                context={"array": array, "params": user},
+                context={"array": array, "params": user,
+                         "input": resolved.inputs.get("input")},
                 present=present or present_json_ready,
             )
 
@@ -379,7 +382,8 @@ def _data(resolved: registry.Resolved, distribution: str):
         data = array_input.to_dask(source, block, backend)
         array = ArrayData(source.shape, data.chunks, source.dtype.name, library,
                           source=source.path, source_kind=source.kind)
-        return data, array, {"source": source.path, "format": source.kind}
+        return data, array, {"source": source.path, "format": source.kind,
+                             **array_input.rechunking(source, block)}
     shape, dtype, seed = resolved["shape"], np.dtype(resolved["dtype"]), resolved["seed"]
     block = chunking.resolve_chunks(resolved["chunks"], shape, dtype.itemsize, backend)
     data = synthetic.random_array(shape, block, dtype.name, seed, backend, distribution)

@@ -143,8 +143,13 @@ def rows_recomputed(reference: Callable[..., Any], *, rtol: float = 0.0, atol: f
         first = starts(row_chunks)
         # One copy of the data's description and the reference for every task, not one each.
         shared = dask.delayed((data, reference, dict(workload.context["params"])), pure=True)
+        given = workload.context.get("input")
         tasks = [dask.delayed(_reference_rows, pure=False)(
-                     shared, int(first[i]), int(first[i] + row_chunks[i])) for i in chosen]
+                     shared, int(first[i]), int(first[i] + row_chunks[i]),
+                     None if given is None else replay.region(
+                         given, (slice(int(first[i]), int(first[i] + row_chunks[i])),),
+                         data.dtype))
+                 for i in chosen]
         references = dask.compute(*tasks)
         wrong: list[str] = []
         blocks_wrong = 0
@@ -192,14 +197,14 @@ def _shown(row: Any) -> str:
 
 
 def _reference_rows(shared: tuple[ArrayData, Callable, dict], start: int,
-                    stop: int) -> np.ndarray:
+                    stop: int, read=None) -> np.ndarray:
     """On a worker: the data's rows ``start:stop`` again, through the reference, on the host.
 
-    ``shared`` is ``(data, reference, params)``.
+    ``shared`` is ``(data, reference, params)``; ``read``: an input's rows read again
+    (:func:`daskgpu.verification.replay.region`), None for random data (drawn again here).
     """
     data, reference, params = shared
-    rows = _read_again(data, start, stop) if data.source is not None else _drawn_again(
-        data, start, stop)
+    rows = _on_device(data, read) if read is not None else _drawn_again(data, start, stop)
     return np.asarray(to_host(reference(rows, **params)))
 
 
@@ -226,9 +231,8 @@ def _drawn_again(data: ArrayData, start: int, stop: int):
     return out
 
 
-def _read_again(data: ArrayData, start: int, stop: int):
-    """Rows ``start:stop`` of the input file, read again (not through the run's graph)."""
-    rows = np.array(replay.stored(data.source, data.source_kind)[start:stop])
+def _on_device(data: ArrayData, rows: np.ndarray):
+    """An input's rows, read again on the host, in the workers' array library."""
     if data.library != "numpy":
         xp = importlib.import_module(data.library)
         return xp.asarray(rows)
