@@ -66,7 +66,16 @@ class Param:
 
 
 def _shown(value: Any, limit: int = 60) -> str:
-    """A user's value for an error line: one line, and long values cut short."""
+    """A user's value for an error line: one line, and long values cut short.
+
+    An array or a table is named by its type, element type and shape, never printed.
+    """
+    if not isinstance(value, str) and hasattr(value, "shape") and (
+            hasattr(value, "dtype") or hasattr(value, "dtypes")):
+        kind = type(value)
+        dtype = getattr(value, "dtype", None)
+        return f"{kind.__module__.split('.')[0]}.{kind.__name__}" + (
+            f" {dtype}" if dtype is not None else "") + f" {tuple(value.shape)}"
     if isinstance(value, (tuple, list)):
         value = " ".join(map(str, value))
     text = " ".join(str(value).split()) or repr(str(value))
