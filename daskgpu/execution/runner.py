@@ -160,7 +160,8 @@ def run(
             chosen = replace(chosen, known_backend=backend)
         check_depth(verify)
         resolved = spec.resolve_for_run(chosen.backend, overwrite, **params)
-        return execute(spec, chosen, resolved, progress=progress, report=report, verify=verify)
+        return execute(spec, chosen, resolved, progress=progress, report=report, verify=verify,
+                       keep=True)
 
 
 def check_depth(verify: str) -> None:
@@ -175,12 +176,14 @@ def check_depth(verify: str) -> None:
 
 
 def execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool = False,
-            report: str | None = None, verify: str = depths.DEFAULT) -> RunResult:
+            report: str | None = None, verify: str = depths.DEFAULT,
+            keep: bool = False) -> RunResult:
     """Build, compute and verify ``resolved`` on ``session`` (outputs already checked).
 
     Outputs are renamed into place only once the answer has verified (or ``verify`` is
     ``off``); a run that fails its check removes what it wrote and leaves an existing output
-    as it was, and says so in its notices.
+    as it was, and says so in its notices. ``keep``: results as large as the input
+    (``Workload.on_workers``) are persisted on the workers and added to the value.
 
     Raises
     ------
@@ -191,11 +194,11 @@ def execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool
     """
     check_depth(verify)
     with task_errors.explained(session.client, resolved.backend.devices):
-        return _execute(spec, session, resolved, progress, report, verify)
+        return _execute(spec, session, resolved, progress, report, verify, keep)
 
 
 def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool,
-             report: str | None, verify: str) -> RunResult:
+             report: str | None, verify: str, keep: bool = False) -> RunResult:
     began = time.perf_counter()
     client, backend = session.client, resolved.backend
     t0 = time.perf_counter()
@@ -216,6 +219,8 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
 
                 temporary = stack.enter_context(output.atomic(report))
                 stack.enter_context(performance_report(filename=temporary, mode="inline"))
+            # Submitted first: the compute's graph shares their keys, computed once.
+            kept = _persisted(client, workload.on_workers) if keep else {}
             if workload.drive is not None:
                 raw = watched.drive(workload)
             else:
@@ -230,6 +235,8 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
         bar.end()
     try:
         value = _present_and_save(spec.name, workload, raw, resolved.get("output"))
+        if kept:
+            value = {**value, **kept}
         t_output = time.perf_counter()
         # Outside compute_s and verify_s (it is not the work), and alongside the verification.
         pending_peaks = memory.peaks_in_background(session, marks)
@@ -273,6 +280,14 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
         nbytes=workload.nbytes,
         notices=notices,
     )
+
+
+def _persisted(client, collections: dict) -> dict:
+    """``collections`` persisted on the cluster: the same names, on blocks kept by the workers."""
+    if not collections:
+        return {}
+    names = list(collections)
+    return dict(zip(names, client.persist([collections[n] for n in names]), strict=True))
 
 
 def _present_and_save(name: str, workload, raw, path: str | None) -> Any:

@@ -54,6 +54,11 @@ class Workload:
         The runner's ``client`` is a :class:`daskgpu.execution.faults.WatchedClient`: waiting
         through its ``wait(futures)`` and ``results(futures)``, a run whose workers are gone ends in
         one line instead of a wait without end.
+    on_workers : dict of str to dask collection
+        Results as large as the input (a grid, a spectrum, a product), by name. A run from
+        Python (:func:`daskgpu.run`) persists them with its compute, so that they are computed
+        once and stay on the workers, and adds them to its value (a dict) as Dask collections
+        on those persisted blocks; the command line, which has no use for them, does not.
     """
 
     collection: Any
@@ -67,6 +72,7 @@ class Workload:
     bytes_are: str = "read"
     resolved: Resolved | None = None
     drive: Callable[[Workload, Any], Any] | None = None
+    on_workers: dict[str, Any] = field(default_factory=dict)
 
     def written(self, path: str) -> str:
         """Where output ``path`` is until the run has verified: its temporary (else ``path``).

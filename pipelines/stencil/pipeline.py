@@ -213,4 +213,5 @@ def prepare(resolved: Resolved) -> Workload:
             evolve=evolve, backend=backend),
         outputs=outputs,
         present=lambda workload, raw: {"l2_norm": raw["l2_norm"]},
+        on_workers={"grid": u},
     )
