@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -193,7 +194,11 @@ def execute(spec: Pipeline, session: Session, resolved: Resolved, progress: bool
         The workers died, or stayed paused, and the run could not finish.
     """
     check_depth(verify)
-    with task_errors.explained(session.client, resolved.backend.devices):
+    with task_errors.explained(session.client, resolved.backend.devices), \
+            warnings.catch_warnings():
+        # An array in hand travels in its graph's blocks, once, by design: distributed's
+        # advice against a large graph is not the user's to act on.
+        warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
         return _execute(spec, session, resolved, progress, report, verify, keep)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 
 import dask
 import numpy as np
@@ -660,3 +661,12 @@ def test_a_bad_input_is_refused_in_one_line_by_kind(given, kinds, message):
         spec.resolve(CPU2, input=given)
     assert isinstance(caught.value, daskgpu.DaskGPUError)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_large_array_in_hand_travels_without_distributeds_large_graph_advice(cpu_client):
+    values = np.ones((1500, 1000))  # 12 MB: above distributed's 10 MB warning
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = daskgpu.run("mean-pipeline", cpu_client, input=values)
+    assert result.verified and result.value == 1.0
+    assert not [w for w in seen if "large graph" in str(w.message)], [str(w.message) for w in seen]
