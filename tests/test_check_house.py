@@ -25,6 +25,8 @@ DECLARED = tuple(sorted(module.split(".")[1] for module in BUILTIN.values()))
 #: All check code together, and one pipeline's, in lines at most (9,014 and 1,969 before the
 #: checks were declared on the toolkit).
 TOTAL_LINES, PIPELINE_LINES = 6_500, 1_200
+#: Pipelines allowed more: train's check also replays Adam and draws epochs' batches again.
+PIPELINE_BUDGETS = {"train": 1_300}
 #: check.py declares the check; check_mutations.py the wrong results it must catch; the rest,
 #: where a pipeline has them: fast-only and full-only steps, and independent recomputations.
 REQUIRED = {"check.py", "check_mutations.py"}
@@ -106,4 +108,4 @@ def test_the_check_code_stays_within_its_budget():
     lines = {name: sum(p.read_text().count("\n") for p in _check_files(name))
              for name in DECLARED}
     assert len(lines) == 10 and sum(lines.values()) <= TOTAL_LINES, lines
-    assert max(lines.values()) <= PIPELINE_LINES, lines
+    assert all(n <= PIPELINE_BUDGETS.get(name, PIPELINE_LINES) for name, n in lines.items()), lines

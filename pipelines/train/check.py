@@ -2,13 +2,15 @@
 
 Both depths, on what they recomputed (:mod:`pipelines.train.check_fast`: on the rows the run
 kept; :mod:`pipelines.train.check_full`: on every shard drawn or read again): the result's
-shapes and first weights; every pass's sums the sums of its cells, every step's move
-(``w[t+1] = w[t] - rate * gradient / samples``) its cells' gradients along the run's probes
-(Freivalds); the recomputed losses and accuracies, the test pass, a teacher's best accuracy and
-its bounds on the test accuracy; in full-batch training at a provably safe learning rate, a
-loss that never rose. The gradients themselves: a sample of cells' at ``fast``, every step's at
-``full``. It shares no code with the run: it takes from :mod:`pipelines.train.shared` only the
-scheme's constants and geometry.
+shapes, step count and first weights; every pass's sums the sums of its cells, every step's
+move (SGD: ``w[t+1] = w[t] - rate * gradient / samples``) or reported gradient (Adam) its
+cells' gradients along the run's probes (Freivalds); with Adam every step replayed in float64
+from the reported gradients, every weight (:func:`adam_agrees`); the recomputed losses and
+accuracies, the test pass, a teacher's best accuracy and its bounds on the test accuracy; in
+full-batch SGD at a provably safe learning rate, a loss that never rose. The gradients
+themselves: a sample of cells' at ``fast``, every step's at ``full``; the rows of every step
+(a seeded sample, or an epoch's batch) drawn again. It shares no code with the run: it takes
+from :mod:`pipelines.train.shared` only the scheme's constants and geometry.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from daskgpu.verification import FALSE_ALARM, Check, Unreadable, differences, replay, rounding
-from pipelines.train import check_fast, check_full
+from pipelines.train import check_fast, check_full, shared
 from pipelines.train.check_mutations import MUTATIONS
-from pipelines.train.check_replay import CLOSE, LOSS, LOSS_TOL, RIGHT, batch_words, probes
+from pipelines.train.check_replay import CLOSE, LOSS, LOSS_TOL, RIGHT, batch_words, entry, probes
+from pipelines.train.check_replay import step_geometry as geometry
 from pipelines.train.shared import INIT, PROBES, TrainContext, unpacked
 
 #: Fewer training rows per feature: a model may rightly learn nothing.
@@ -48,6 +51,7 @@ class Run:
     cells: list
     test_cells: dict
     again: Any = None
+    gradients: Any = None
 
     @property
     def flat(self) -> np.ndarray:
@@ -60,7 +64,8 @@ def read(workload, raw) -> Run:
     if not isinstance(raw, dict) or any(k not in raw for k in REPORTED):
         raise Unreadable("result carries no weights, losses, accuracies and cell sums to "
                          f"check: {type(raw)}")
-    return Run(*(np.asarray(raw[k]) if i < 4 else raw[k] for i, k in enumerate(REPORTED)))
+    return Run(*(np.asarray(raw[k]) if i < 4 else raw[k] for i, k in enumerate(REPORTED)),
+               gradients=raw.get("gradients"))
 
 
 def release(ctx: TrainContext) -> None:
@@ -98,10 +103,17 @@ def initial_weights(ctx: TrainContext) -> tuple[np.ndarray, str]:
 
 
 def structure(ctx: TrainContext, r: Run, verdict) -> None:
-    """Every step's weights, loss, accuracy and rows; the first weights; all finite."""
+    """Every step's weights, loss, accuracy, rows (Adam's gradients); the epochs' steps."""
     shape = ((ctx.steps + 1, ctx.features + 1, ctx.classes) if ctx.hidden is None
              else (ctx.steps + 1, ctx.parameters))
-    if r.weights.shape != shape:
+    per_epoch = 1 if ctx.batch is None else -(-ctx.samples // ctx.batch)
+    adam = ctx.optimizer == "adam"
+    if ctx.epochs is not None and ctx.steps != ctx.epochs * per_epoch:
+        verdict.fail(f"{ctx.steps} steps for {ctx.epochs} epochs of {per_epoch}")
+    elif adam and np.shape(r.gradients) != (shape[0] - 1, *shape[1:]):
+        verdict.fail(f"Adam's gradients of shape {np.shape(r.gradients)}; "
+                     f"{(shape[0] - 1, *shape[1:])} expected (every step's)")
+    elif r.weights.shape != shape:
         verdict.fail(f"weights of shape {r.weights.shape}; {shape} expected (every step's and "
                      "the last)")
     elif not len(r.losses) == len(r.right) == len(r.rows) == len(r.cells) == shape[0]:
@@ -110,21 +122,23 @@ def structure(ctx: TrainContext, r: Run, verdict) -> None:
     elif not np.array_equal(r.weights[0], (start := initial_weights(ctx))[0]):
         verdict.fail(f"weights before the first step are not {start[1]}")
     else:
-        verdict.require(np.all(np.isfinite(r.weights)),
-                        "weights hold NaN or infinite values (the training diverged)")
+        verdict.require(np.all(np.isfinite(r.weights)) and (not adam or np.all(np.isfinite(
+            r.gradients))), "weights or gradients hold NaN or infinite values (the training "
+            "diverged)")
 
 
 def passes_add_up(ctx: TrainContext, r: Run, verdict) -> None:
     """Every pass's rows, right answers and loss are the sums of its cells (no data needed)."""
-    steps, n = ctx.steps, ctx.samples
+    (sizes, scales, counts), steps, n = geometry(ctx), ctx.steps, ctx.samples
     for t, sums in enumerate([*r.cells, r.test_cells]):
-        cells = ctx.cells("steps" if t < steps else "final" if t == steps else "test").total
+        cells = counts[t].sum() if t < steps else ctx.cells("final" if t == steps else
+                                                            "test").total
         shapes = [np.shape(sums.get(key, ())) for key in ("loss", "right", "probe")]
         if shapes[:2] != [(cells,)] * 2 or (t < steps and shapes[2] != (cells, PROBES)):
             verdict.fail(f"pass {t}: cell sums of another shape than its {cells} cells")
             return
-    read = [sum(ctx.read_sizes)] * steps + [n]
-    scale = [np.repeat(ctx.scales, ctx.cells("steps").per_part)] * steps + [1.0]
+    read = [*sizes.sum(axis=1), n]
+    scale = [*map(np.repeat, scales, counts), 1.0]
     verdict.note(differences(r.rows, read, what="row count", label=lambda t: f"rows read at "
                              f"step {t}", reported_as="{} reported", expected_as="{} expected"))
     verdict.note(differences(r.right, [np.sum(sums["right"]) for sums in r.cells],
@@ -149,32 +163,74 @@ def passes_add_up(ctx: TrainContext, r: Run, verdict) -> None:
 
 
 def moved_by_cells(ctx: TrainContext, r: Run, verdict) -> None:
-    """Every step moved the weights by its cells' gradients, along each of the run's probes.
+    """Every step moved the weights (SGD), or reported the gradient (Adam), its cells sum to.
 
-    ``r^T (w[t] - w[t+1]) * samples / rate`` against the cells' probes summed (each shard's
-    scaled by its rows over its mini-batch's): the weights' rounding to their dtype, and the
-    float64 sums of probes and cells.
+    Along each of the run's probes: ``r^T (w[t] - w[t+1]) * samples / rate``, or Adam's
+    reported ``r^T gradient[t] * samples``, against the cells' probes summed (each shard's
+    scaled as its step's rows were): the weights' rounding to their dtype, and the float64
+    sums of probes and cells.
     """
     w, n, rate = r.flat, ctx.samples, ctx.learning_rate
     along = probes(ctx.seed, ctx.features, ctx.classes, ctx.hidden, ctx.parameters)
     reach = np.abs(along)
-    cells = ctx.cells("steps")
-    scale = np.repeat(ctx.scales, cells.per_part)
-    moved = (w[:-1] - w[1:]) * (n / rate)
-    summed = np.array([scale @ np.asarray(sums["probe"]) for sums in r.cells[:-1]])
+    _, scales, counts = geometry(ctx)
+    if ctx.optimizer == "adam":
+        moved = np.asarray(r.gradients, dtype=np.float64).reshape(ctx.steps, -1) * n
+        rounded = rounding(4) * (np.abs(moved) @ reach.T)
+        what = "the reported gradient {} (times samples)"
+    else:
+        moved = (w[:-1] - w[1:]) * (n / rate)
+        rounded = (n / rate) * (rounding(1, ctx.dtype) + rounding(4)) * (np.abs(w[1:]) @ reach.T)
+        what = "the weights moved by {} (times samples / rate)"
+    summed = np.array([np.repeat(scale, count) @ np.asarray(sums["probe"])
+                       for scale, count, sums in zip(scales, counts, r.cells, strict=False)])
     size = np.array([gradient_size(ctx, weights, r.again.sums) for weights in w[:-1]])
-    allowed = ((n / rate) * (rounding(1, ctx.dtype) + rounding(4)) * (np.abs(w[1:]) @ reach.T)
-               + 2 * rounding(w.shape[1] + cells.total) * (np.abs(moved) @ reach.T
-                                                             + np.outer(size, reach.max(axis=1))
-                                                             * scale.max()))
+    allowed = rounded + 2 * rounding(w.shape[1] + counts.sum(axis=1))[:, None] * (
+        np.abs(moved) @ reach.T + np.outer(size * scales.max(axis=1), reach.max(axis=1)))
     if verdict.note(differences(
             moved @ along.T, summed, what="probe", tolerance=allowed,
             label=lambda i: f"step {i // PROBES + 1}: probe {i % PROBES}",
-            reported_as="the weights moved by {} (times samples / rate)",
+            reported_as=what,
             expected_as="the gradient its cells sum to gives {}")):
-        verdict.establish(f"all {ctx.steps} steps on {batch_words(ctx.batch, sum(ctx.read_sizes))}"
-                          f" moved the weights as their cells' gradients sum (along {PROBES} "
-                          "random probes)")
+        verdict.establish(f"all {ctx.steps} steps on {batch_words(ctx)} "
+                          + ("moved the weights as" if ctx.optimizer == "sgd" else
+                             "reported the gradient") + " their cells' gradients sum (along "
+                          f"{PROBES} random probes)")
+
+
+def adam_agrees(ctx: TrainContext, r: Run, verdict) -> None:
+    """With Adam, every step replayed in float64 from the reported gradients: every weight.
+
+    This check's own Adam: ``m``, ``v`` from zero, ``lr_t = rate sqrt(1 - beta_2^t) /
+    (1 - beta_1^t)``, ``w[t] - lr_t m / (sqrt(v) + epsilon)``. Allowed: both computations'
+    float64 rounding (``M``, the moment of ``|g|``, bounds ``|m|``; the powers' rounding is
+    magnified by ``1 / (1 - beta^t)``) and the weights' rounding to their dtype.
+    """
+    if ctx.optimizer != "adam":
+        return
+    w, shape = r.flat, r.weights.shape[1:]
+    gradients = np.asarray(r.gradients, dtype=np.float64).reshape(ctx.steps, -1)
+    first = second = size = np.zeros(w.shape[1])
+    b1, b2, eps = shared.ADAM_BETA_1, shared.ADAM_BETA_2, shared.ADAM_EPSILON
+    for t, g in enumerate(gradients):
+        k = t + 1
+        first = b1 * first + (1 - b1) * g
+        second = b2 * second + (1 - b2) * np.square(g)
+        size = b1 * size + (1 - b1) * np.abs(g)
+        factor = ctx.learning_rate * math.sqrt(1 - b2 ** k) / (1 - b1 ** k)
+        scale = factor / (np.sqrt(second) + eps)
+        expected = w[t] - scale * first
+        relative = rounding(3 * k + 12) + rounding(2) * (1 / (1 - b2 ** k) + 1 / (1 - b1 ** k))
+        allowed = (relative * scale * size + rounding(2, ctx.dtype) * np.abs(expected)
+                   + rounding(4) * np.abs(w[t]))
+        if not verdict.note(differences(
+                w[k], expected, what="weight", tolerance=allowed, reported_as="{} reported",
+                label=lambda i, k=k: f"step {k}: weights[{entry(i, shape)}]",
+                expected_as="Adam on the reported gradients gives {}")):
+            return
+    verdict.establish(f"all {ctx.steps} Adam steps replayed in float64 from the reported "
+                      f"gradients (beta_1 {b1}, beta_2 {b2}, epsilon {eps}, "
+                      "bias-corrected): every weight agrees")
 
 
 def gradient_size(ctx: TrainContext, flat: np.ndarray, sums: np.ndarray) -> float:
@@ -249,8 +305,8 @@ def accuracy_bounds(tested: int, common: float, best: float) -> Bounds:
 
 
 def floor_applies(ctx: TrainContext) -> bool:
-    """Full batches on enough rows: a correct run must beat the most common class."""
-    return (ctx.batch is None and ctx.hidden is None
+    """Full-batch SGD on enough rows: a correct run must beat the most common class."""
+    return (ctx.batch is None and ctx.hidden is None and ctx.optimizer == "sgd"
             and ctx.samples >= ROWS_PER_FEATURE * (ctx.features + 1))
 
 
@@ -283,7 +339,7 @@ def within_bounds(ctx: TrainContext, r: Run, verdict) -> None:
         return
     if verdict.note(bounds_problem(ctx, r.test_right, bounds)):
         floor = (f"{bounds.floor / tested:.4f}" if floor_applies(ctx)
-                 else "- (not required with mini-batches, a hidden layer or under "
+                 else "- (not required with mini-batches, a hidden layer, Adam or under "
                       f"{ROWS_PER_FEATURE} rows per feature)")
         verdict.establish(f"test accuracy {r.test_right / tested:.4f} recomputed, within "
                           f"[{floor}, {bounds.ceiling / tested:.4f}] (most common class, "
@@ -318,6 +374,8 @@ def why_it_may_rise(ctx: TrainContext, gram: np.ndarray | None) -> str | None:
     """Why the loss may rightly rise (None: full batches at a provably safe rate)."""
     if ctx.batch is not None:
         return "mini-batches"
+    if ctx.optimizer == "adam":
+        return "Adam: its steps are not gradient steps of a provably safe size"
     if ctx.hidden is not None:
         return ("a ReLU hidden layer: its loss has no Lipschitz gradient, so no step size is "
                 "provably safe")
@@ -372,8 +430,9 @@ def loss_allowance(ctx: TrainContext, r: Run) -> np.ndarray:
 
 CHECK = Check(
     fast=(structure, passes_add_up, check_fast.recompute, check_fast.kept_are_the_data,
-          moved_by_cells, passes_agree, test_agrees, check_fast.cells_agree,
+          moved_by_cells, adam_agrees, passes_agree, test_agrees, check_fast.cells_agree,
           check_fast.sampled_cells_agree, within_bounds, descent),
     full=(structure, passes_add_up, check_full.recompute, moved_by_cells,
-          check_full.steps_agree, passes_agree, test_agrees, within_bounds, descent),
+          check_full.steps_agree, adam_agrees, passes_agree, test_agrees, within_bounds,
+          descent),
     read=read, mutations=MUTATIONS, release=release)

@@ -15,17 +15,19 @@ from __future__ import annotations
 import dask
 import numpy as np
 
-from daskgpu.verification import Plan, Sampler, differences
+from daskgpu.verification import Cells, Plan, Sampler, differences
 from pipelines.train.check_replay import (
     Again,
     Job,
-    batch_drawn,
+    batch_of,
     cells_differ,
     entry,
     held_out,
     kept_test,
     kept_training,
     model_of,
+    step_geometry,
+    step_rows,
     test_rows,
     training_rows,
 )
@@ -34,7 +36,7 @@ from pipelines.train.shared import TEST, TRAIN, TrainContext
 
 def cell_plan(ctx: TrainContext, depth: str = "fast") -> Plan:
     """The steps' cell passes recomputed in float64."""
-    return Plan.at(depth, ctx.steps * ctx.cells("steps").total, Sampler(ctx.seed, "cells"),
+    return Plan.at(depth, int(step_geometry(ctx)[2].sum()), Sampler(ctx.seed, "cells"),
                    unit="step cells")
 
 
@@ -70,10 +72,11 @@ def _reread(ctx: TrainContext) -> tuple[list, list]:
 
 def reported_cells(ctx: TrainContext) -> list[np.ndarray]:
     """Per step, the ``(shard, cell)`` rows of the sample, whose gradient the run reports."""
-    cells, chosen = ctx.cells("steps"), [[] for _ in range(ctx.steps)]
+    counts, chosen = step_geometry(ctx)[2], [[] for _ in range(ctx.steps)]
+    steps = Cells(tuple(counts.sum(axis=1)))  # the steps' cells, step after step
     for g in cell_plan(ctx):
-        t, rest = divmod(g, cells.total)
-        chosen[t].append(cells.locate(rest))
+        t, rest = steps.locate(g)
+        chosen[t].append(Cells(tuple(counts[t])).locate(rest))
     return [np.array(rows, dtype=np.int64).reshape(-1, 2) for rows in chosen]
 
 
@@ -82,8 +85,8 @@ def training_jobs(ctx: TrainContext, r) -> list[Job]:
     sampled = [[] for _ in ctx.train_sizes]
     for t, rows in enumerate(reported_cells(ctx)):
         for s, c in rows:  # the step's mini-batch rows of the shard, drawn again
-            sampled[s].append((t, int(c), None if ctx.batch is None else batch_drawn(
-                ctx.seed, t, s, ctx.train_sizes[s], ctx.read_sizes[s])))
+            sampled[s].append((t, int(c), None if ctx.batch is None else step_rows(
+                ctx.seed, t, batch_of(ctx, s), ctx.train_sizes[s])[0]))
     reread, w = _reread(ctx)[0], r.weights
     return [Job(model_of(ctx), ctx.library, ctx.seed, w[-1], tuple(sampled[s]),
                 {t: w[t] for t, _, _ in sampled[s]}, (TRAIN, s) if ctx.teacher else None,
@@ -158,10 +161,11 @@ def sampled_cells_agree(ctx: TrainContext, r, verdict) -> None:
                                f"reported for cells {got.tolist()}, {rows[:, 1].tolist()} "
                                "asked"):
             return
-    firsts = ctx.cells("steps").firsts
+    counts = step_geometry(ctx)[2]
     for s, part in enumerate(r.again.shards):
         for t, c, got, along, tol, gradient, allowed in part["sampled"]:
-            g, sums, where = int(firsts[s]) + c, r.cells[t], f"step {t + 1}, shard {s} cell {c}"
+            g, sums, where = (int(counts[t, :s].sum()) + c, r.cells[t],
+                              f"step {t + 1}, shard {s} cell {c}")
             whole = sums["gradient"][np.flatnonzero((asked[t] == (s, c)).all(axis=1))[0]]
             if not verdict.note(cells_differ(
                     {k: sums[k][g:g + 1] for k in ("loss", "right")}, got[None],

@@ -16,6 +16,7 @@ from pipelines.train.check_replay import (
     SLAB_ROWS,
     Again,
     Job,
+    batch_of,
     batch_words,
     entry,
     held_out,
@@ -48,8 +49,7 @@ def jobs(ctx: TrainContext, r) -> tuple[list[Job], list[Job]]:
                  for f, n in zip(firsts, ctx.train_sizes, strict=False)]
         tests = [{"file_rows": test[i:i + 16 * SLAB_ROWS]}
                  for i in range(0, len(test), 16 * SLAB_ROWS)]
-    train = [Job(**common, **place, everything=w, gram=gram_kind(ctx),
-                 batch=None if ctx.batch is None else (s, ctx.batch, ctx.samples))
+    train = [Job(**common, **place, everything=w, gram=gram_kind(ctx), batch=batch_of(ctx, s))
              for s, place in enumerate(where)]
     return train, [Job(**common, **place) for place in tests]
 
@@ -68,9 +68,27 @@ def recompute(ctx: TrainContext, r, verdict) -> None:
 
 
 def steps_agree(ctx: TrainContext, r, verdict) -> None:
-    """Every step is gradient descent: its gradient recomputed whole, every weight."""
+    """Every step's gradient recomputed whole: with SGD every weight, with Adam the gradient.
+
+    Adam's steps are then replayed from the reported gradients
+    (:func:`pipelines.train.check.adam_agrees`).
+    """
     w, n, rate = r.flat, ctx.samples, ctx.learning_rate
-    rows, shape = batch_words(ctx.batch, sum(ctx.read_sizes)), r.weights.shape[1:]
+    rows, shape = batch_words(ctx), r.weights.shape[1:]
+    if ctx.optimizer == "adam":
+        reported = np.asarray(r.gradients, dtype=np.float64).reshape(ctx.steps, -1)
+        for t in range(ctx.steps):
+            gradient, tol = r.again.gradients[t]
+            if not verdict.note(differences(
+                    reported[t], gradient / n, what="entry", unit="entries",
+                    tolerance=tol / n + rounding(4) * np.abs(reported[t]),
+                    label=lambda i, t=t: f"step {t + 1}: gradient[{entry(i, shape)}]",
+                    reported_as="{} reported", expected_as="{} recomputed in float64 on "
+                    + rows)):
+                return
+        verdict.establish(f"all {ctx.steps} steps' gradients recomputed in float64 on {rows}: "
+                          "every entry agrees")
+        return
     for t in range(ctx.steps):
         gradient, tol = r.again.gradients[t]
         expected = w[t] - rate * gradient / n

@@ -19,6 +19,12 @@ def _doubled_last_rate(raw: dict) -> dict:
     return {**raw, "weights": weights}
 
 
+def _step_left_out(raw: dict) -> dict:
+    weights = np.array(raw["weights"], copy=True)
+    weights[-1] = weights[-2]
+    return {**raw, "weights": weights}
+
+
 def _altered_loss(raw: dict) -> dict:
     losses = np.array(raw["losses"], copy=True)
     losses[len(losses) // 2] *= 1.01
@@ -37,7 +43,13 @@ WEIGHTS_MOVED = (r"step \d+: (probe \d+: the weights moved by \S+|"
 MUTATIONS = (
     Mutation("one final weight perturbed", _perturbed_weight, WEIGHTS_MOVED),
     Mutation("last step with twice the learning rate", _doubled_last_rate, WEIGHTS_MOVED),
+    Mutation("the last step left out (its weights the ones before)", _step_left_out,
+             WEIGHTS_MOVED),
     Mutation("a step's loss altered by 1 %", _altered_loss, r"loss at step \d+: \S+ reported"),
+    Mutation("rows read at the first step miscounted",
+             lambda raw: {**raw, "rows": np.asarray(raw["rows"]) + np.eye(1, len(raw["rows"]),
+                                                                           dtype=np.int64)[0]},
+             r"rows read at step 0: \S+ reported"),
     Mutation("train accuracy inflated by 1 %", _inflated_train_accuracy,
              r"train accuracy at step \d+: \S+ reported"),
     Mutation("test accuracy inflated by 2 %",

@@ -14,6 +14,7 @@ The rows come from the documented scheme (:mod:`pipelines.train.shared`), never 
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass, field, replace
 
@@ -246,10 +247,56 @@ def read_rows(xp, source: shared.InputFiles, rows: np.ndarray, dtype: str) -> tu
     return xp.asarray(x.astype(dtype)), xp.asarray(y.astype(np.int64))
 
 
-def batch_drawn(seed: int, step: int, index: int, rows: int, size: int) -> np.ndarray:
-    """Shard ``index``'s rows of step ``step``'s mini-batch, drawn again: ``size`` of ``rows``."""
-    rng = replay.stream(seed, shared.BATCH, step, index)
-    return np.sort(rng.choice(rows, size=size, replace=False))
+@functools.lru_cache(maxsize=2)
+def epoch_order(seed: int, epoch: int, samples: int) -> np.ndarray:
+    """Epoch ``epoch``'s ordering of the training rows, drawn again (do not write to it)."""
+    return replay.stream(seed, shared.EPOCH, epoch).permutation(samples)
+
+
+def step_rows(seed: int, step: int, batch: tuple, rows: int) -> tuple[np.ndarray, float]:
+    """A shard's rows (of ``rows``) that step ``step`` read, drawn again, and their scale.
+
+    ``batch``: ``(shard, size, samples, first row, steps an epoch or None)``. A seeded sample
+    of its share of the batch, scaled by its rows over those; or its rows at the step's
+    positions of its epoch's ordering (maybe none), scaled by the training rows over the step's.
+    """
+    index, size, samples, first, per_epoch = batch
+    if per_epoch is None:
+        count = shared.batch_rows(size, rows, samples)
+        rng = replay.stream(seed, shared.BATCH, step, index)
+        return np.sort(rng.choice(rows, size=count, replace=False)), rows / count
+    epoch, j = divmod(step, per_epoch)
+    order = epoch_order(seed, epoch, samples)[j * size:(j + 1) * size]
+    return np.sort(order[(order >= first) & (order < first + rows)]) - first, samples / len(order)
+
+
+@functools.lru_cache(maxsize=4)
+def _epoch_sizes(seed: int, epochs: int, size: int, samples: int, sizes: tuple) -> np.ndarray:
+    per_epoch = -(-samples // size)
+    owner = np.searchsorted(np.cumsum(sizes), np.arange(samples), side="right")
+    found = []
+    for epoch in range(epochs):  # position p of the ordering: step p // size, the row's shard
+        cell = (np.arange(samples) // size) * len(sizes) + owner[epoch_order(seed, epoch, samples)]
+        found.append(np.bincount(cell, minlength=per_epoch * len(sizes)).reshape(per_epoch, -1))
+    return np.concatenate(found)
+
+
+def step_geometry(ctx: shared.TrainContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per step and training shard (arrays): the rows read, their scale, the pass's cells."""
+    if ctx.in_epochs:
+        sizes = _epoch_sizes(ctx.seed, ctx.epochs, ctx.batch, ctx.samples, ctx.train_sizes)
+        scales = np.repeat(ctx.samples / sizes.sum(axis=1, keepdims=True), sizes.shape[1], 1)
+    else:
+        sizes, scales = (np.tile(a, (ctx.steps, 1)) for a in (ctx.read_sizes, ctx.scales))
+    return sizes, scales, -(-sizes // ctx.cell)
+
+
+def batch_of(ctx: shared.TrainContext, index: int) -> tuple | None:
+    """What :func:`step_rows` needs of training shard ``index`` (None: all rows, every step)."""
+    if ctx.batch is None:
+        return None
+    return (index, ctx.batch, ctx.samples, sum(ctx.train_sizes[:index]),
+            -(-ctx.samples // ctx.batch) if ctx.in_epochs else None)
 
 
 def probes(seed: int, features: int, classes: int, hidden: int | None,
@@ -279,9 +326,14 @@ def entry(i: int, shape) -> str:
     return ", ".join(str(int(j)) for j in np.unravel_index(i, shape))
 
 
-def batch_words(batch, read: int) -> str:
+def batch_words(ctx: shared.TrainContext) -> str:
     """The rows a step reads, in words."""
-    return f"all {read} rows" if batch is None else f"mini-batches of {read} rows"
+    if ctx.batch is None:
+        return f"all {ctx.samples} rows"
+    if ctx.in_epochs:
+        return (f"{ctx.epochs} epoch{'s' * (ctx.epochs > 1)} of {-(-ctx.samples // ctx.batch)} "
+                f"mini-batches of up to {ctx.batch} rows, every row once an epoch")
+    return f"mini-batches of {sum(ctx.read_sizes)} rows"
 
 
 # --------------------------------------------------------------------------- the tasks
@@ -321,7 +373,7 @@ class Job:
     ``redraw``: ``(part, index)`` of a generated shard of ``rows``; ``file_rows``: an input
     shard's; ``reread``: ``(first kept row, file rows)`` compared with the input's rows.
     ``everything``: every step's weights, every step replayed (full); ``weights``: the sampled
-    cells' steps' weights, once each; ``batch``: ``(shard, size, samples)`` of mini-batches.
+    cells' steps' weights, once each; ``batch``: mini-batches, as :func:`step_rows` takes it.
     """
 
     model: Model
@@ -418,10 +470,9 @@ def replayed(job: Job) -> dict:
     else:
         passes, gradients = np.zeros((steps + 1, 4)), []
         for t in range(steps):
-            size = shared.batch_rows(job.batch[1], x.shape[0], job.batch[2])
-            rows = xp.asarray(batch_drawn(job.seed, t, job.batch[0], x.shape[0], size))
+            rows, scale = step_rows(job.seed, t, job.batch, x.shape[0])
+            rows = xp.asarray(rows)
             cells, found, _ = sweep(xp, x[rows], y[rows], m, job.everything[t:t + 1], (0,))
-            scale = x.shape[0] / size
             passes[t] = cells.sum(axis=0)[0] * [scale, scale, 1, 1]
             gradients.append(np.array(found[0]) * scale)
         cells, _, sums = sweep(xp, x, y, m, job.everything[-1:])

@@ -102,8 +102,9 @@ def pass_in_blocks(xp, x, y, weights: Layers, gradient: bool, block: int,
             whole.append(_flat(parts))
     cells = {"loss": _host_values(xp, losses, np.float64),
              "right": _host_values(xp, hits, np.int64)}
-    if probed:
-        cells["probe"] = np.asarray(backends.to_host(xp.stack(probed)), dtype=np.float64)
+    if probes is not None:  # none where an epoch's step read none of the shard's rows
+        cells["probe"] = (np.asarray(backends.to_host(xp.stack(probed)), dtype=np.float64)
+                          if probed else np.zeros((0, len(probes))))
     if report is not None:
         cells["gradient"] = np.array(whole, dtype=np.float64).reshape(
             len(whole), sum(s.size for s in sums))

@@ -12,7 +12,10 @@ The data come from a teacher: softmax regression with random weights, whose labe
 from its own class probabilities (the Gumbel-max trick), so the best accuracy any model can
 reach is known; or from a feature array (``--input``) and its labels (``--labels``), whose
 held-out rows are a seeded share of its rows (:mod:`pipelines.train.inputs`). With
-``--batch-size`` each step reads a seeded mini-batch of the rows instead of all of them.
+``--batch-size`` each step reads a seeded mini-batch of the rows instead of all of them;
+with ``--epochs`` too, each epoch's mini-batches partition the rows (a seeded permutation).
+``--optimizer adam`` applies Adam's update instead of plain gradient descent
+(:class:`pipelines.train.tasks.Descent`).
 Shards are made in the build (``build_s``); the training steps are the compute
 (``compute_s``). :mod:`pipelines.train.check` verifies the steps, losses and accuracies
 (a seeded step and sample of cells at ``fast``, every step at ``full``) its own way.
@@ -59,11 +62,16 @@ from pipelines.train.inputs import (
 )
 from pipelines.train.present import present, value_of
 from pipelines.train.shared import (
+    ADAM_BETA_1,
+    ADAM_BETA_2,
+    ADAM_EPSILON,
+    DEFAULT_RATES,
     TEST,
     TRAIN,
     InputFiles,
     TrainContext,
     batch_rows,
+    epoch_steps,
     held_out_rows,
     held_out_shards,
     input_held_out,
@@ -71,9 +79,12 @@ from pipelines.train.shared import (
     unpacked,
 )
 from pipelines.train.tasks import (
+    Descent,
+    epoch_batches,
     gradient_probes,
     make_shard,
     shard_pass,
+    step_batches,
     teacher_weights,
     train,
 )
@@ -112,16 +123,25 @@ def fraction(value) -> float:
     return number
 
 
+OPTIMIZERS = ("sgd", "adam")
 PARAMS = (
     Param("samples", positive_int, None, "Training rows [default: 1000000 on CPU, 20000000 "
           "on GPUs].", "N"),
     Param("features", positive_int, None, "Features per row [default: 784].", "N"),
     Param("classes", class_count, 10, "Classes (softmax outputs) [default: 10].", "N"),
-    Param("steps", positive_int, 20, "Gradient steps [default: 20].", "N"),
-    Param("batch_size", positive_int, None, "Rows of each step's seeded mini-batch "
-          "[default: all rows, full-batch steps].", "N"),
-    Param("learning_rate", learning_rate, 0.5, "Step size of gradient descent "
-          "[default: 0.5].", "FLOAT"),
+    Param("steps", positive_int, None, "Gradient steps, a fixed count (not with --epochs) "
+          "[default: 20].", "N"),
+    Param("epochs", positive_int, None, "Passes over the training rows (not with --steps): "
+          "with --batch-size, ceil(rows / N) steps each, whose seeded mini-batches use every "
+          "row once; without, one full-batch step each.", "N"),
+    Param("batch_size", positive_int, None, "Rows of each step's seeded mini-batch: a "
+          "sample drawn afresh each step, or with --epochs the next of the epoch's batches, "
+          "which partition the rows [default: all rows, full-batch steps].", "N"),
+    Param("optimizer", choice(OPTIMIZERS), "sgd", "The update: sgd (w -= lr g) or adam "
+          "(as scikit-learn's, with its defaults beta_1 0.9, beta_2 0.999, epsilon 1e-8) "
+          "[default: sgd].", "sgd|adam", OPTIMIZERS),
+    Param("learning_rate", learning_rate, None, "Step size [default: 0.5 with sgd, 0.001 "
+          "with adam].", "FLOAT"),
     Param("chunks", chunks, "auto", "Rows per shard: auto (one shard per CPU thread or per "
           "GPU), or N.", "auto|N"),
     Param("dtype", choice(("float32", "float64")), "float32", "Element type of the features "
@@ -143,6 +163,9 @@ PARAMS = (
           "(W, b; or W1, b1, W2, b2), once the run has verified.", "PATH"),
 )
 DEFAULT_FEATURES = 784
+DEFAULT_STEPS = 20
+# Every step's weights come back for the check (and Adam's gradients, in float64): at most this.
+MAX_TRAJECTORY_BYTES = 2**31
 
 
 def settle(backend, values: dict) -> tuple[dict, dict]:
@@ -152,11 +175,20 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     ------
     ParameterError
         Features split across shards, too many shards, a shard or a model too large, a
-        mini-batch over the training rows; inconsistent input options.
+        mini-batch over the training rows, ``--epochs`` with ``--steps``, more steps than
+        their weights fit; inconsistent input options.
     InputFileError
         An input that cannot be trained on (see :func:`pipelines.train.inputs.open_inputs`).
     """
     values = dict(values)
+    if values["epochs"] is not None and values["steps"] is not None:
+        raise ParameterError(
+            f"--epochs {values['epochs']} with --steps {values['steps']}: give one of them "
+            "(--epochs N: N passes over the training rows; --steps N: N steps)")
+    if values["epochs"] is None and values["steps"] is None:
+        values["steps"] = DEFAULT_STEPS
+    if values["learning_rate"] is None:
+        values["learning_rate"] = DEFAULT_RATES[values["optimizer"]]
     inputs: dict = {}
     if values["input"] is not None or values["labels"] is not None:
         inputs = open_inputs(values, _default("dtype"), PARAMS)
@@ -178,12 +210,34 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
         raise ParameterError(
             f"--features {features} x --classes {values['classes']}{layer}: {weights:.3g} "
             f"weights; at most {MAX_WEIGHTS:.3g} (the weights go to every worker at each step)")
+    _refuse_long_trajectory(values, samples, weights)
     if values["init_weights"] is not None:
         inputs["initial"] = load_initial(values["init_weights"], features, values["hidden"],
                                          values["classes"], values["dtype"])
     data_parallel.checked_rows_per_shard(values["chunks"], samples, features, values["dtype"],
                                          backend, rows="rows", each="step")
     return values, inputs
+
+
+def step_count(values, samples: int) -> int:
+    """Steps of the run: ``--steps``, or ``--epochs`` of :func:`epoch_steps` each."""
+    if values["epochs"] is None:
+        return values["steps"]
+    return values["epochs"] * epoch_steps(samples, values["batch_size"])
+
+
+def _refuse_long_trajectory(values, samples: int, weights: int) -> None:
+    """Every step's weights come back: refuse more steps than fit in MAX_TRAJECTORY_BYTES."""
+    steps = step_count(values, samples)
+    each = weights * (np.dtype(values["dtype"]).itemsize + 8 * (values["optimizer"] == "adam"))
+    if (steps + 1) * each > MAX_TRAJECTORY_BYTES:
+        given, fewer = ((f"--steps {steps}", "") if values["epochs"] is None else
+                        (f"--epochs {values['epochs']} of {steps // values['epochs']} steps",
+                         " (fewer --epochs or a larger --batch-size)"))
+        raise ParameterError(
+            f"{given}: every step's {weights} weights come back for the check, "
+            f"{(steps + 1) * each / 2**30:.3g} GiB; at most {MAX_TRAJECTORY_BYTES / 2**30:g} "
+            f"GiB: give at most {MAX_TRAJECTORY_BYTES // each - 1} steps{fewer}")
 
 
 def _row_bytes(features: int, dtype) -> int:
@@ -221,16 +275,17 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
 
     The shards are made as the run makes them (untimed, as the run makes them in its build),
     then the steps are timed: every shard's gradient in turn with NumPy (CuPy on a GPU worker),
-    on the same mini-batches, summed in the run's pairwise order, the step applied.
+    on the same mini-batches, summed in the run's pairwise order, the step (SGD's or Adam's)
+    applied.
     """
     layout = _layout(resolved)
-    library, dtype = resolved.backend.array_library, resolved["dtype"]
+    library = resolved.backend.array_library
     make, arguments = _train_calls(resolved, layout)
     training = [make(*args) for args in arguments]
     testing = ([held_out_part(s) for s in training] if layout["rows"] is not None
                else [make_shard(*args) for args in _test_arguments(resolved, layout)])
-    samples, steps, rate = layout["samples"], resolved["steps"], resolved["learning_rate"]
-    batch = resolved["batch_size"]
+    samples, steps, rate = layout["samples"], layout["steps"], resolved["learning_rate"]
+    batch, epochs, sizes = resolved["batch_size"], resolved["epochs"], tuple(layout["train"])
 
     features, classes = layout["features"], resolved["classes"]
     shipped = ((lambda w: layers(w, features, classes)) if resolved["hidden"] is not None
@@ -245,11 +300,10 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
 
     def training_run() -> dict:
         w = _initial(resolved, layout["features"])
-        losses = []
-        for t in range(steps):
-            drawn = None if batch is None else (resolved["seed"], t, batch, samples)
+        losses, descent = [], Descent(resolved["optimizer"], rate)
+        for drawn in step_batches(resolved["seed"], steps, batch, samples, sizes, epochs):
             gradient, loss, _hits, _rows, _cells = passes(w, training, True, drawn)
-            w = (w - rate * (gradient / samples)).astype(dtype)
+            w = descent.step(w, gradient / samples)
             losses.append(loss / samples)
         _, loss, _hits, _rows, _cells = passes(w, training, False)
         _, test_loss, _hits, _rows, _cells = passes(w, testing, False)
@@ -271,9 +325,10 @@ def warm_up(backend_name: str) -> None:
     (:func:`pipelines.train.tasks.make_shard`), one read from ``.npy`` files
     (:func:`make_input_shard`) and its held-out part, and on each the steps' passes
     (:func:`pipelines.train.tasks.shard_pass`: with the gradient, its probes and a cell's
-    gradient reported whole, on all rows and on a mini-batch, then without) of both models,
-    softmax regression and the hidden layer. That loads cuBLAS and compiles CuPy's elementwise
-    and reduction kernels for every type a run uses. CPU workers have nothing to compile.
+    gradient reported whole, on all rows, a mini-batch and an epoch's step, then without) of
+    both models, softmax regression and the hidden layer. That loads cuBLAS and compiles CuPy's
+    elementwise and reduction kernels for every type a run uses. CPU workers have nothing to
+    compile.
     """
     if backend_name != "gpu":
         return
@@ -296,8 +351,10 @@ def warm_up(backend_name: str) -> None:
                    gradient_probes(0, features, classes)),
                   (layers(flat, features, classes), flat_gradient_probes(0, flat.size)))
         for shard in (drawn, read, held_out_part(read)):
+            n = int(shard["y"].shape[0])  # an epoch's first step: half the shard's rows
             for weights, probes in models:
-                for batch in (None, (0, 0, rows // 2, rows)):
+                for batch in (None, (0, 0, rows // 2, rows),
+                              epoch_batches(0, 0, n, -(-n // 2), (n,))[0]):
                     shard_pass(shard, weights, True, library, batch, probes, FIRST_CELL)
                 shard_pass(shard, weights, False, library)
 
@@ -317,27 +374,29 @@ def prepare(resolved: Resolved) -> Workload:
         futures += [client.submit(held_out_part, f, pure=False) for f in futures]
     data_parallel.wait_kept(client, futures)
     shards = data_parallel.ShardKeys.holding(futures)
-    samples, features, steps = layout["samples"], layout["features"], resolved["steps"]
-    batch = resolved["batch_size"]
+    samples, features, steps = layout["samples"], layout["features"], layout["steps"]
+    batch, epochs, optimizer = resolved["batch_size"], resolved["epochs"], resolved["optimizer"]
     dtype = np.dtype(resolved["dtype"])
     context = TrainContext(
         samples, features, resolved["classes"], steps, resolved["learning_rate"],
         resolved["seed"], batch, resolved["hidden"], dtype.name,
         resolved.backend.array_library, tuple(layout["train"]), tuple(layout["test"]),
         _input_context(resolved, layout), resolved["validation_fraction"],
-        resolved["init_weights"], shards)
+        resolved["init_weights"], shards, optimizer=optimizer, epochs=epochs)
     # The cells of the fast check's seeded sample report their gradient whole: a fault the
     # run's own probes agree with still shows against the check's recomputation.
     training = (len(layout["train"]), samples, features, resolved["classes"], steps,
                 resolved["learning_rate"], dtype.name, resolved.backend.array_library,
-                resolved["seed"], batch, _initial(resolved, features), reported_cells(context))
+                resolved["seed"], batch, _initial(resolved, features), reported_cells(context),
+                optimizer, epochs, tuple(layout["train"]))
     # One task drives the steps from a worker (the runner computes one collection); see drive.
     collection = dask.delayed(data_parallel.drive_on_cluster, pure=False)(train, shards,
                                                                          *training)
     # Every step reads its rows once (all, or its mini-batch); one more pass after the last.
     per_step = samples if batch is None else sum(batch_rows(batch, n, samples)
                                                  for n in layout["train"])
-    elements = (per_step * steps + samples) * features
+    read = samples * epochs if context.in_epochs else per_step * steps
+    elements = (read + samples) * features
     source = (f"teacher softmax regression, seed {resolved['seed']}" if layout["rows"] is None
               else f"{resolved['input']} (labels {resolved['labels']}), held-out rows "
                    f"seed {resolved['seed']}")
@@ -354,7 +413,17 @@ def prepare(resolved: Resolved) -> Workload:
             "test rows": sum(layout["test"]),
             "shards": f"{len(layout['train'])} of up to {layout['train'][0]} rows "
                       f"(+ {len(layout['test'])} test)",
-            "steps": "full batch" if batch is None else f"mini-batches of {per_step} rows",
+            "steps": steps,
+            **({} if epochs is None else {"epochs": epochs}),
+            "batches": ("full batch" if batch is None else
+                        f"{epoch_steps(samples, batch)} mini-batches an epoch, of {batch} rows "
+                        "(the last the rest), a seeded permutation of the rows each epoch"
+                        if epochs is not None else f"mini-batches of {per_step} rows, seeded "
+                        "samples"),
+            "optimizer": optimizer if optimizer == "sgd" else (
+                f"adam (beta_1 {ADAM_BETA_1}, beta_2 {ADAM_BETA_2}, epsilon {ADAM_EPSILON}, "
+                "bias-corrected)"),
+            "learning_rate": resolved["learning_rate"],
             "dtype": dtype.name,
             "model": (f"softmax regression {features} -> {resolved['classes']}"
                       if resolved["hidden"] is None else
@@ -413,7 +482,8 @@ def _layout(resolved: Resolved) -> dict:
     samples, features, rows = shape_of(resolved.values, resolved.inputs)
     per_shard = data_parallel.rows_per_shard(resolved["chunks"], samples, resolved.backend)
     train_sizes = shard_sizes(samples, per_shard)
-    layout = {"samples": samples, "features": features, "rows": rows, "train": train_sizes}
+    layout = {"samples": samples, "features": features, "rows": rows, "train": train_sizes,
+              "steps": step_count(resolved.values, samples)}
     if rows is None:
         layout["test"] = held_out_shards(held_out_rows(samples, resolved["validation_fraction"]),
                                          len(train_sizes))

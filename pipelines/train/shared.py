@@ -129,6 +129,30 @@ def unpacked(flat, features: int, classes: int) -> tuple:
             flat[..., first:].reshape(*lead, hidden + 1, classes))
 
 
+#: ``spawn_key`` part of an epoch's ordering of the training rows, ``(EPOCH, epoch)``: with
+#: ``--epochs`` and ``--batch-size B``, ``default_rng`` of that sequence draws
+#: ``permutation(samples)`` of the training rows (numbered shard after shard), and step ``j``
+#: of the epoch reads the rows at its positions ``j B`` to ``(j + 1) B - 1`` (the last step
+#: fewer): every row once an epoch.
+EPOCH = 7
+
+
+def epoch_steps(samples: int, batch: int | None) -> int:
+    """Steps of one epoch: ``ceil(samples / batch)``, or one full-batch step.
+
+    >>> epoch_steps(3000, 400), epoch_steps(3000, None)
+    (8, 1)
+    """
+    return 1 if batch is None else -(-samples // batch)
+
+
+#: Adam's constants, scikit-learn's ``MLPClassifier(solver="adam")`` defaults (Keras' but
+#: for its ``epsilon`` of 1e-7): ``beta_1``, ``beta_2``, ``epsilon``.
+ADAM_BETA_1, ADAM_BETA_2, ADAM_EPSILON = 0.9, 0.999, 1e-8
+#: ``--learning-rate`` when none is given, by ``--optimizer``.
+DEFAULT_RATES = {"sgd": 0.5, "adam": 0.001}
+
+
 #: ``spawn_key`` part of the gradient probes, ``(PROBE,)``: ``default_rng`` of that sequence
 #: draws ``standard_normal((PROBES, features + 1))`` (the ``r``), then
 #: ``standard_normal((PROBES, classes))`` (the ``s``).
@@ -193,7 +217,10 @@ class TrainContext:
     ``source`` is the input (None for a teacher's data); ``shards`` the shards kept on the
     workers (:class:`~daskgpu.toolkit.data_parallel.ShardKeys`: the training ones, then the
     test ones); ``training`` the arguments the steps are driven with; ``kept`` what
-    presenting the run noted.
+    presenting the run noted; ``optimizer`` ``"sgd"`` or ``"adam"``; ``epochs`` the passes
+    asked for (``steps`` is then theirs, :func:`epoch_steps` each), None with ``--steps``.
+    ``read_sizes``, ``scales`` and ``cells("steps")`` hold for steps that read all rows or
+    a seeded sample; an epoch's steps read varying rows, which the check draws again.
     """
 
     samples: int
@@ -214,6 +241,13 @@ class TrainContext:
     shards: Any = None
     training: tuple = ()
     kept: Kept = field(default_factory=Kept)
+    optimizer: str = "sgd"
+    epochs: int | None = None
+
+    @property
+    def in_epochs(self) -> bool:
+        """Whether the steps' mini-batches are epochs' (``--epochs`` with ``--batch-size``)."""
+        return self.epochs is not None and self.batch is not None
 
     @property
     def teacher(self) -> bool:

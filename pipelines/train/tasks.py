@@ -3,6 +3,21 @@
 The shards are drawn on the workers; the loop runs in a client (see
 :mod:`pipelines.train.pipeline`).
 
+Each step's gradient ``g`` is the mean over the rows it read: the shards' sums tree-reduced
+in float64, divided by the training rows (a mini-batch's sums scaled up to an estimate of the
+full sums first). The update, applied once in the client, in float64, then cast to the
+weights' dtype (:class:`Descent`):
+
+- ``sgd``: ``w <- w - lr g``.
+- ``adam`` (Kingma and Ba; as scikit-learn's ``MLPClassifier(solver="adam")`` and Keras
+  apply it, with scikit-learn's defaults ``beta_1 = 0.9``, ``beta_2 = 0.999``,
+  ``epsilon = 1e-8``): at step ``t = 1, 2, ...``
+  ``m <- beta_1 m + (1 - beta_1) g``, ``v <- beta_2 v + (1 - beta_2) g^2`` (``m = v = 0``
+  before the first step, float64), ``lr_t = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)`` (the
+  bias corrections of both moments folded into the step size, scikit-learn's form) and
+  ``w <- w - lr_t m / (sqrt(v) + epsilon)``, entry by entry. The state lives only here, in
+  the one place that applies the step, so every worker gets the same weights.
+
 The data follow the scheme of :mod:`pipelines.train.shared`: standard normal features; each
 row's label the argmax of the teacher's logits plus a standard Gumbel draw per class, which is
 a draw from the teacher's softmax. Per-shard generators: ``numpy.random.default_rng`` of the
@@ -15,6 +30,7 @@ from __future__ import annotations
 import importlib
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,7 +38,11 @@ from daskgpu.toolkit import backends, data_parallel
 from daskgpu.toolkit.numeric import generator
 from pipelines.train import hidden as hidden_layer
 from pipelines.train.shared import (
+    ADAM_BETA_1,
+    ADAM_BETA_2,
+    ADAM_EPSILON,
     BATCH,
+    EPOCH,
     PROBE,
     PROBES,
     TEACHER,
@@ -94,6 +114,72 @@ def batch_draw(seed: int, step: int, index: int, rows: int, batch: int, samples:
     return np.sort(rng.choice(rows, size=batch_rows(batch, rows, samples), replace=False))
 
 
+@dataclass(frozen=True)
+class EpochStep:
+    """A step of an epoch (:func:`epoch_batches`): every training shard's rows, the scale."""
+
+    parts: tuple
+    scale: float
+
+
+def epoch_batches(seed: int, epoch: int, samples: int, batch: int, sizes) -> list[EpochStep]:
+    """The steps of epoch ``epoch``: each training shard's rows of each, and its scale.
+
+    ``permutation(samples)`` of ``SeedSequence(seed, spawn_key=(EPOCH, epoch))`` orders the
+    training rows (numbered shard after shard, ``sizes`` rows each); step ``j`` reads the rows
+    at its positions ``j batch`` to ``(j + 1) batch - 1`` (the last step the rest). Each
+    step's ``parts`` are every shard's sorted rows of it (maybe none), ``scale`` the training
+    rows over the step's: its sums scaled up to an estimate of the full ones (the mean over
+    its rows, once divided by ``samples``).
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(EPOCH, epoch)))
+    order = rng.permutation(samples)
+    firsts = np.cumsum((0, *sizes))
+    steps = []
+    for start in range(0, samples, batch):
+        rows = np.sort(order[start:start + batch])
+        cut = np.searchsorted(rows, firsts)
+        steps.append(EpochStep(tuple(rows[cut[s]:cut[s + 1]] - firsts[s]
+                                     for s in range(len(sizes))), samples / len(rows)))
+    return steps
+
+
+def step_batches(seed: int, steps: int, batch: int | None = None, samples: int = 0,
+                 sizes=(), epochs: int | None = None):
+    """Each step's ``batch`` argument of :func:`shard_pass`, in order (a generator).
+
+    None (all rows) without ``batch``; ``(seed, step, batch, samples)`` (a seeded sample) with
+    it; with ``epochs`` too, the steps of :func:`epoch_batches`, epoch after epoch.
+    """
+    if batch is None or epochs is None:
+        yield from (None if batch is None else (seed, t, batch, samples) for t in range(steps))
+        return
+    for epoch in range(epochs):
+        yield from epoch_batches(seed, epoch, samples, batch, sizes)
+
+
+class Descent:
+    """The update of the weights from each step's mean gradient: SGD's or Adam's.
+
+    See the module's docstring for the rules. ``Descent("adam", 0.001).step(w, g)`` applies
+    one step to ``w`` (its dtype kept) and advances Adam's state.
+    """
+
+    def __init__(self, optimizer: str, rate: float):
+        self.optimizer, self.rate = optimizer, rate
+        self.t, self.m, self.v = 0, 0.0, 0.0
+
+    def step(self, w: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+        """The weights after one step along the float64 mean ``gradient``."""
+        if self.optimizer == "sgd":
+            return (w - self.rate * gradient).astype(w.dtype)
+        self.t += 1
+        self.m = ADAM_BETA_1 * self.m + (1 - ADAM_BETA_1) * gradient
+        self.v = ADAM_BETA_2 * self.v + (1 - ADAM_BETA_2) * gradient * gradient
+        rate = self.rate * math.sqrt(1 - ADAM_BETA_2 ** self.t) / (1 - ADAM_BETA_1 ** self.t)
+        return (w - rate * self.m / (np.sqrt(self.v) + ADAM_EPSILON)).astype(w.dtype)
+
+
 def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
                batch: tuple | None = None, probes: np.ndarray | None = None,
                report: np.ndarray | None = None) -> tuple:
@@ -102,13 +188,15 @@ def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
     With ``batch`` ``(seed, step, batch size, samples)`` only the shard's rows of that step's
     mini-batch (:func:`batch_draw`) are read, and the gradient and loss sums are scaled by
     the shard's rows over its batch rows, so that their total over the shards is an unbiased
-    estimate of the full sums. The rows are read a cell at a time
-    (:func:`pipelines.train.shared.cell_rows`), and each cell's sums are reported too, for
-    the check: its loss sum, right answers and, with the gradient, ``r^T G s`` of its
-    gradient ``G`` for each probe ``(r, s)`` of ``probes`` (:func:`gradient_probes`),
-    unscaled. With ``report``, ``(shard index, cell)`` rows, the cells of this shard named
-    there also report their gradient whole, flat in float64 (``gradient``, one row a cell, in
-    cell order; ``reported``: their cells): the fast check's seeded sample recomputes them.
+    estimate of the full sums. With an epoch's step (:class:`EpochStep`) the rows
+    of its ``parts`` are read (maybe none), the sums scaled by its ``scale``. The rows are
+    read a cell at a time (:func:`pipelines.train.shared.cell_rows`), and each cell's sums
+    are reported too, for the check: its loss sum, right answers and, with the gradient,
+    ``r^T G s`` of its gradient ``G`` for each probe ``(r, s)`` of ``probes``
+    (:func:`gradient_probes`), unscaled. With ``report``, ``(shard index, cell)`` rows, the
+    cells of this shard named there also report their gradient whole, flat in float64
+    (``gradient``, one row a cell, in cell order; ``reported``: their cells): the fast
+    check's seeded sample recomputes them.
 
     Returns
     -------
@@ -123,10 +211,13 @@ def shard_pass(shard: dict, weights: np.ndarray, gradient: bool, library: str,
     xp = importlib.import_module(library)
     x, y = shard["x"], shard["y"]
     scale = 1.0
-    if batch is not None:
+    if isinstance(batch, EpochStep):  # a step of an epoch: its rows given
+        chosen, scale = batch.parts[shard["index"]], batch.scale
+    elif batch is not None:
         seed, step, size, samples = batch
         chosen = batch_draw(seed, step, shard["index"], y.shape[0], size, samples)
         scale = y.shape[0] / len(chosen)
+    if batch is not None:
         chosen = xp.asarray(chosen)
         x, y = x[chosen], y[chosen]
     block = cell_rows(x.shape[1], x.dtype.itemsize, library)
@@ -193,8 +284,9 @@ def _pass_in_blocks(xp, x, y, w, gradient: bool, block: int, probes=None, report
                                         backends.to_host(part_bias)[None]]).ravel())
     cells = {"loss": _host_values(xp, losses, np.float64),
              "right": _host_values(xp, hits, np.int64)}
-    if probed:
-        cells["probe"] = np.asarray(backends.to_host(xp.stack(probed)), dtype=np.float64)
+    if probes is not None:  # none where an epoch's step read none of the shard's rows
+        cells["probe"] = (np.asarray(backends.to_host(xp.stack(probed)), dtype=np.float64)
+                          if probed else np.zeros((0, along.shape[0])))
     if report is not None:
         cells["gradient"] = np.array(whole, dtype=np.float64).reshape(len(whole), w.size)
         cells["reported"] = np.asarray(report, dtype=np.int64)
@@ -228,8 +320,9 @@ def shard_best(shard: dict) -> float:
 def train(client, shards, train_shards: int, samples: int, features: int, classes: int,
           steps: int, rate: float, dtype: str, library: str, seed: int = 0,
           batch: int | None = None, initial: np.ndarray | None = None,
-          report: list | None = None) -> dict:
-    """Gradient descent from ``initial`` weights on persisted ``shards``, driven here.
+          report: list | None = None, optimizer: str = "sgd", epochs: int | None = None,
+          sizes: tuple = ()) -> dict:
+    """Gradient descent (SGD or Adam) from ``initial`` weights on persisted ``shards``, driven here.
 
     ``initial``: ``(features + 1, classes)`` weights of softmax regression (``None``: zero),
     or a hidden-layer model's flat weights (:mod:`pipelines.train.hidden`): then every
@@ -238,9 +331,12 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
 
     ``shards[:train_shards]`` hold the training rows, the rest the held-out test rows.
     Every step: the weights broadcast, one :func:`shard_pass` per shard (on all its rows, or
-    on its rows of the step's mini-batch of ``batch`` rows), the gradients summed by a tree
-    reduction, ``w -= rate * gradient / samples`` applied here. After the last step one more
-    pass gives the final weights' loss and accuracy on all rows, and one over the test shards.
+    on its rows of the step's mini-batch of ``batch`` rows: a seeded sample, or with
+    ``epochs`` the epoch's next batch, :func:`step_batches`; ``sizes``: the training shards'
+    rows), the gradients summed by a tree reduction, the step applied here
+    (:class:`Descent` of ``optimizer`` at ``rate`` along ``gradient / samples``). After the
+    last step one more pass gives the final weights' loss and accuracy on all rows, and one
+    over the test shards.
 
     Returns
     -------
@@ -251,7 +347,8 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
         loss), ``rows`` their rows; ``test_loss``, ``test_right``, ``test_best``;
         ``cells``, per pass (every step's and the final one) the sums of each cell of rows
         it read, shard after shard (:func:`shard_pass`), and ``test_cells``, the test
-        pass's; the times of each step (``step_s``, ``step_compute_s``).
+        pass's; the times of each step (``step_s``, ``step_compute_s``); with Adam,
+        ``gradients`` (steps, ...), each step's float64 mean gradient that the update took.
     """
     training, testing = shards[:train_shards], shards[train_shards:]
     w = (np.zeros((features + 1, classes), dtype=dtype) if initial is None
@@ -266,14 +363,20 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
     probes = data_parallel.broadcast(client, hidden_layer.gradient_probes(seed, w.size) if flat
                                      else gradient_probes(seed, features, classes))
     current = data_parallel.broadcast(client, shipped(w))
-    for t in range(steps):
-        drawn = None if batch is None else (seed, t, batch, samples)
+    descent, means = Descent(optimizer, rate), []
+    batches = step_batches(seed, steps, batch, samples, sizes, epochs)
+    for t, drawn in enumerate(batches):
+        if isinstance(drawn, EpochStep):  # an epoch's rows: to every worker once
+            drawn = data_parallel.broadcast(client, drawn)
         (gradient, loss, hits, read, cells), spent = data_parallel.step(
             client, training, shard_pass, data_parallel.add_pairs, current, True, library,
             drawn, probes, None if report is None else report[t])
         began = time.perf_counter()
-        w = (w - rate * (gradient / samples)).astype(dtype)
+        means.append(gradient / samples)
+        w = descent.step(w, means[-1])
         current.release()
+        if hasattr(drawn, "release"):
+            drawn.release()
         current = data_parallel.broadcast(client, shipped(w))
         wall.append(spent.wall_s + time.perf_counter() - began)
         computed.append(spent.compute_s)
@@ -293,7 +396,8 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
     best = sum(client.gather([client.submit(shard_best, s, pure=False) for s in testing]))
     current.release()
     probes.release()
-    return {"weights": np.stack(trajectory), "losses": np.array(losses),
+    found = {"gradients": np.stack(means)} if optimizer == "adam" else {}
+    return {**found, "weights": np.stack(trajectory), "losses": np.array(losses),
             "right": np.array(right, dtype=np.int64),
             "rows": np.array(rows, dtype=np.int64), "test_loss": float(test_loss),
             "test_right": int(test_hits), "test_best": float(best),
