@@ -1,17 +1,20 @@
 """fft-pipeline's check, its recomputations: the input's rows again, DFT sums applied directly.
 
 The rows are drawn from the documented scheme (:mod:`pipelines.fft.shared`; the noise through
-:mod:`daskgpu.verification.replay`) or re-read with NumPy/Zarr, and multiplied by given columns
-where the block's library is (on a GPU worker only the products come back). Nothing of the
+:mod:`daskgpu.verification.replay`) or re-read (a file with NumPy/Zarr, an array in memory from
+the object: :func:`daskgpu.verification.replay.region`), and multiplied by given columns where
+the block's library is (on a GPU worker only the products come back). Nothing of the
 computation's code (:mod:`pipelines.fft.tasks`, :mod:`daskgpu.data.array_input`) is used.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import math
 
+import dask
 import numpy as np
 
 from daskgpu.toolkit.backends import to_host
@@ -94,31 +97,56 @@ def _generated(ctx: FFTContext, index: int, local: np.ndarray, xp):
     return values
 
 
-def input_rows(ctx: FFTContext, index: int, local, xp=np):
+def input_region(ctx: FFTContext, index: int):
+    """Row block ``index`` of the input read again in its own element type, lazily.
+
+    As the input is given (irfft2's: the half spectrum's column block); a file's read in a
+    task, an array's from the object (:func:`daskgpu.verification.replay.region`; a NumPy
+    array's a view, not a copy). :func:`input_rows` takes it to the run's value type.
+    """
+    r0, h = int(starts(ctx.row_chunks)[index]), ctx.row_chunks[index]
+    region = (slice(None), slice(r0, r0 + h)) if ctx.half_inverse else (slice(r0, r0 + h),)
+    return replay.region(ctx.source, region, ctx.source.dtype)
+
+
+def travelling(ctx: FFTContext) -> FFTContext:
+    """``ctx`` as a task on a worker takes it: the input named, not held (no array in it).
+
+    The input's rows travel apart, as :func:`input_region` reads them.
+    """
+    if ctx.source is None:
+        return ctx
+    return dataclasses.replace(ctx, source=dataclasses.replace(ctx.source, reader=None))
+
+
+def input_rows(ctx: FFTContext, index: int, local, xp=np, part=None):
     """Rows ``local`` of row block ``index`` in the run's value type, widened, where ``xp`` is.
 
-    Drawn again, or re-read (irfft2's held transposed: the half spectrum's columns).
+    Drawn again, or re-read (irfft2's held transposed: the half spectrum's columns): ``part``,
+    the block :func:`input_region` read, else read here.
     """
     local = np.asarray(local, np.int64)
     if ctx.source is None:
         values = _generated(ctx, index, local, xp)
     else:
-        r0, h = int(starts(ctx.row_chunks)[index]), ctx.row_chunks[index]
-        region = (slice(None), slice(r0, r0 + h)) if ctx.half_inverse else (slice(r0, r0 + h),)
-        part = replay.read(ctx.source.path, ctx.source.kind, region, ctx.value_type)
+        h = ctx.row_chunks[index]
+        if part is None:
+            (part,) = dask.compute(input_region(ctx, index))
+        part = np.asarray(part)
         part = part.T if ctx.half_inverse else part
         values = xp.asarray(part[local] if len(local) < h else part)
     wide = np.float64 if ctx.real else np.complex128
     return values.astype(ctx.value_type, copy=False).astype(wide, copy=False)
 
 
-def row_terms(ctx: FFTContext, index: int, local, across: np.ndarray) -> dict:
+def row_terms(ctx: FFTContext, index: int, local, across: np.ndarray, part=None) -> dict:
     """Rows ``local`` of row block ``index`` again: products with ``across``, squares, bounds.
 
     ``bound``: |x| @ |across|; ``hermitian`` (irfft2): the squares of each row's Hermitian part.
+    ``part``: an input's row block read again (:func:`input_region`).
     """
     xp = importlib.import_module(ctx.library)
-    x = input_rows(ctx, index, local, xp)
+    x = input_rows(ctx, index, local, xp, part)
     a = xp.asarray(across)
     size = xp.abs(x)
     products = x @ a if x.dtype.kind == "c" else (x @ a.real) + 1j * (x @ a.imag)
@@ -141,8 +169,12 @@ def rows_again(ctx: FFTContext, rows: np.ndarray, across: np.ndarray) -> dict:
     calls = [(ctx, index, local, across) for index, local in blocks if local.size]
     if ctx.source is None and ctx.library == "numpy" and len(rows) < ctx.rows:
         parts = [row_terms(*call) for call in calls]
-    else:
+    elif ctx.source is None:
         parts = replay.on_workers(row_terms, calls)
+    else:  # each task gets its block of the input read again, not the input
+        parts = replay.on_workers(row_terms, [(travelling(ctx), index, local, across,
+                                               input_region(ctx, index))
+                                              for _, index, local, _ in calls])
     joined = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
     joined["rows"] = np.concatenate([local + first[index] for _, index, local, _ in calls])
     return joined

@@ -10,13 +10,14 @@ column transforms, the transpose, then the rows' real inverses; see
 :func:`pipelines.fft.layout.layout`).
 
 The input is drawn on the workers from the seed (planted sinusoids plus noise, see
-:mod:`pipelines.fft.shared`) or read from a ``.npy``/Zarr array. The spectrum is never gathered:
-each of its blocks is reduced where it is made to its columns' sums of squares, its part of a
-seeded projection X s, its largest cells and its values at sampled cells, and each block of the
-input to its rows' certificates (x b, b = W s in closed form; products with the sampled cells'
-exponentials; sums of squares), which :mod:`pipelines.fft.check` verifies against the input
-(Parseval, DFT sums, the planted peaks, X s = W x b). ``--output`` writes the spectrum,
-atomically.
+:mod:`pipelines.fft.shared`) or read from a ``.npy``/Zarr array or an array in memory (NumPy,
+CuPy, Dask; a Dask array rechunked to the run's slabs where its blocks differ). The spectrum
+is never gathered: each of its blocks is reduced where it is made to its columns' sums of
+squares, its part of a seeded projection X s, its largest cells and its values at sampled
+cells, and each block of the input to its rows' certificates (x b, b = W s in closed form;
+products with the sampled cells' exponentials; sums of squares), which
+:mod:`pipelines.fft.check` verifies against the input (Parseval, DFT sums, the planted peaks,
+X s = W x b). ``--output`` writes the spectrum, atomically.
 
 A run computes in stages, each kept on the workers before the next (see
 :func:`pipelines.fft.stages.drive`; the slabs: :mod:`pipelines.fft.layout`),
@@ -44,8 +45,8 @@ from daskgpu.toolkit.params import (
     choice,
     chunks,
     non_negative_int,
-    optional_path,
     output_path,
+    path_or_array,
     positive_int,
     switch,
 )
@@ -104,8 +105,9 @@ PARAMS = (
           "all workers share one host and the array fits one worker.",
           "auto|whole|slabs", fft_layout.LAYOUTS),
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
-    Param("input", optional_path, None, "Read a 2-D float32/float64 (complex64/complex128 "
-          "without --real) array from this .npy file or Zarr array.", "PATH"),
+    Param("input", path_or_array, None, "Read a 2-D float32/float64 (complex64/complex128 "
+          "without --real) array from this .npy file or Zarr array (from Python also a NumPy, "
+          "CuPy or Dask array).", "PATH"),
     Param("output", output_path((".npy", ".zarr")), None, "Write the spectrum to this .npy "
           "file or Zarr directory.", "PATH"),
 )
@@ -137,6 +139,7 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     inputs: dict = {}
     if values["input"] is not None:
         inputs["input"] = source = _opened(values, half_inverse)
+        values["input"] = source.path  # an array in memory: named, never held in the values
         if values["dtype"] is None:
             values["dtype"] = shared.COMPLEX_OF[source.dtype.name]
         if half_inverse:  # held transposed: the half spectrum's columns, rows of its rows
@@ -338,7 +341,9 @@ def prepare(resolved: Resolved) -> Workload:
         parts["written"] = write
         outputs.append((temporary, resolved["output"]))
     source = resolved.inputs.get("input")
-    described = ({"source": source.path, "format": source.kind} if source is not None else
+    described = ({"source": source.path, "format": source.kind,
+                  **array_input.rechunking(source, fft_stages.input_chunks(sizes))}
+                 if source is not None else
                  {"source": f"{len(shared.signal(resolved['seed'], n, sizes['real'], q)['u'])} "
                   "planted sinusoids + noise", "seed": resolved["seed"]})
     half_inverse = sizes["half_inverse"]

@@ -29,16 +29,26 @@ from pipelines.fft import shared, tasks
 from pipelines.fft.layout import layout, pick, transpose_bytes
 
 
+def input_chunks(sizes: dict) -> tuple:
+    """The blocks of an input as it is given: row blocks; irfft2's half spectrum, column blocks.
+
+    The same in both layouts: a Dask array given in other blocks is rechunked to these.
+    """
+    if sizes["half_inverse"]:  # held transposed: the input's column blocks, as rows
+        rows, cols = sizes["row_chunks"]
+        return cols, rows
+    return sizes["row_chunks"]
+
+
 def input_array(resolved: Resolved, sizes: dict) -> da.Array:
-    """The input, lazily, in row blocks: drawn on the workers or read."""
+    """The input, lazily, in row blocks: drawn on the workers or read (a file, an array)."""
     backend, real = resolved.backend, sizes["real_input"]
     value_type = shared.REAL_OF[sizes["dtype"].name] if real else sizes["dtype"].name
     source = resolved.inputs.get("input")
-    if sizes["half_inverse"]:  # held transposed: the input's column blocks, as rows
-        rows, cols = sizes["row_chunks"]
-        return array_input.to_dask(source, (cols, rows), backend).T.astype(value_type)
+    if sizes["half_inverse"]:
+        return array_input.to_dask(source, input_chunks(sizes), backend).T.astype(value_type)
     if source is not None:
-        x = array_input.to_dask(source, sizes["row_chunks"], backend).astype(value_type)
+        x = array_input.to_dask(source, input_chunks(sizes), backend).astype(value_type)
         # on a device, the stage is done once its copies are
         # meta given: inferred, the device wait would run in the client (a CUDA context there)
         return x if not backend.is_gpu else x.map_blocks(tasks.settled, dtype=x.dtype,
@@ -166,17 +176,42 @@ def reduced(spectrum_t: da.Array, resolved: Resolved, certify: dict) -> dict:
                                                                   len(rows), n)}
 
 
+def in_memory_blocks(resolved: Resolved, sizes: dict) -> tuple | None:
+    """An array in memory as the whole path takes it: its blocks, lazily, and where each lies.
+
+    ``(spans, blocks)``: ``((r0, r1), (c0, c1))`` of each block of the input as it is given
+    (:func:`input_chunks`), and the blocks as delayed values (a NumPy array's sent once, a Dask
+    array's its own graph); None for a file or generated data, which the task reads or draws.
+    """
+    source = resolved.inputs.get("input")
+    if source is None or not source.in_memory:
+        return None
+    given = array_input.to_dask(source, input_chunks(sizes), resolved.backend)
+    bounds = [starts(chunks).tolist() for chunks in given.chunks]
+    spans = [tuple((bounds[axis][i], bounds[axis][i] + given.chunks[axis][i])
+                   for axis, i in enumerate(at)) for at in np.ndindex(*given.numblocks)]
+    return spans, given.to_delayed().ravel().tolist()
+
+
 def whole_plan(resolved: Resolved, sizes: dict, certify: dict, threads: int,
                keep: bool) -> dict:
-    """What :func:`pipelines.fft.tasks.whole` needs: sizes, input, certificates, threads."""
+    """What :func:`pipelines.fft.tasks.whole` needs: sizes, input, certificates, threads.
+
+    An input in memory goes as its blocks (``blocks``: :func:`in_memory_blocks`), a file as
+    its :class:`~daskgpu.data.array_input.ArraySource` (``source``), which the task reads.
+    """
     real = sizes["real_input"]
     rows, _ = certify["cells"]
+    blocks = in_memory_blocks(resolved, sizes)
+    source = resolved.inputs.get("input")
     return {
         "n": sizes["n"], "q": sizes["q"], "dtype": sizes["dtype"].name,
         "value_type": shared.REAL_OF[sizes["dtype"].name] if real else sizes["dtype"].name,
         "real_input": real, "half_inverse": sizes["half_inverse"],
         "inverse": bool(resolved["inverse"]), "seed": resolved["seed"],
-        "source": resolved.inputs.get("input"), "row_chunks": sizes["row_chunks"][0],
+        "source": source if blocks is None else None, "blocks": blocks,
+        "shape": source.shape if source is not None else (sizes["n"], sizes["q"]),
+        "row_chunks": sizes["row_chunks"][0],
         "col_chunks": sizes["col_chunks"][1], "threads": max(1, int(threads)),
         "library": resolved.backend.array_library, "cells": certify["cells"],
         "weights": certify["weights"], "transform": certify["transform"],
@@ -279,6 +314,13 @@ def _drive_whole(workload: Workload, client, chosen: dict, built: tuple) -> dict
     began = time.perf_counter()
     plan = whole_plan(resolved, sizes, certify, chosen["threads"], bool(workload.outputs))
     where = {"workers": [chosen["worker"]], "allow_other_workers": False, "pure": False}
+    kept = []
+    if plan["blocks"] is not None:  # an array in memory: its blocks on the chosen worker first
+        spans, blocks = plan["blocks"]
+        kept = client.compute(blocks, workers=where["workers"], allow_other_workers=False)
+        plan["blocks"] = spans, kept
+        data_parallel.wait_kept(client, kept)
+    moved_s = time.perf_counter() - began
     done = client.submit(tasks.whole, plan, **where)
     try:
         (light,) = data_parallel.fetch(client, [client.submit(_light, done, **where)])
@@ -287,8 +329,10 @@ def _drive_whole(workload: Workload, client, chosen: dict, built: tuple) -> dict
             _write(workload, parts, whole_array(done, sizes))
             _fetched(client, parts)
     finally:
-        done.release()
+        for future in (done, *kept):
+            future.release()
     input_s, rows_s, columns_s, summaries_s = light["seconds"]
+    input_s += moved_s
     raw = {"result": _assembled(light, sizes, len(certify["cells"][0])),
            "lines": light["lines"]}
     reduce_s = time.perf_counter() - began - input_s - rows_s - columns_s

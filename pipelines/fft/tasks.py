@@ -394,14 +394,21 @@ def _spans(chunks) -> list[tuple[int, int, int]]:
 
 
 def _whole_input(plan: dict, xp):
-    """The input as one array, drawn or read by row blocks on the pool.
+    """The input as one array, drawn or read by row blocks on the pool, or from its blocks.
 
-    irfft2's input, the half spectrum, as it is stored (not transposed).
+    irfft2's input, the half spectrum, as it is given (not transposed). An array in memory
+    arrives as its blocks (``plan["blocks"]``: where each lies, and the blocks, computed as
+    this task's inputs), copied into place.
     """
     n, q, library, source = plan["n"], plan["q"], plan["library"], plan["source"]
-    shape = tuple(source.shape) if source is not None else (n, q)
+    shape = tuple(plan["shape"])
     x = xp.empty(shape, dtype=plan["value_type"])
-    if source is None:
+    if plan.get("blocks") is not None:
+        def fill(index):
+            (r0, r1), (c0, c1) = plan["blocks"][0][index]
+            x[r0:r1, c0:c1] = xp.asarray(plan["blocks"][1][index])
+        spans = range(len(plan["blocks"][1]))
+    elif source is None:
         def fill(span):
             index, r0, r1 = span
             info = {None: {"array-location": [(r0, r1), (0, q)], "chunk-location": (index, 0)}}

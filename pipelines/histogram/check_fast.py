@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import dask
 import numpy as np
 
 from daskgpu.verification import differences
@@ -23,10 +24,14 @@ def cells_again(ctx: HistogramContext, r, verdict) -> None:
             and verdict.require(not ctx.random or r.states.shape == (len(plan), 6), lambda: (
                 f"states: {len(r.states)} reported for {len(plan)} checked cells"))):
         return
-    buffer = np.empty(CELL, dtype=ctx.dtype) if ctx.random else None
     again, low, high = np.zeros((len(plan), width + 1), dtype=np.int64), math.inf, -math.inf
-    for i, cell in enumerate(plan):
-        values = cell_values(ctx, cell, r.states[i] if ctx.random else None, buffer)
+    if ctx.random:  # one at a time into one buffer: each used before the next is drawn
+        buffer = np.empty(CELL, dtype=ctx.dtype)
+        had = (cell_values(ctx, cell, r.states[i], buffer) for i, cell in enumerate(plan))
+    else:  # the input's slabs read again together, where they are
+        had = (np.asarray(values).ravel()
+               for values in dask.compute(*[cell_values(ctx, cell) for cell in plan]))
+    for i, (cell, values) in enumerate(zip(plan, had, strict=True)):
         if isinstance(values, str):
             verdict.fail(f"{cell_named(ctx, i, cell)}: {values}")
             continue

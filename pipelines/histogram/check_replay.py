@@ -2,6 +2,8 @@
 
 ``numpy.histogram``'s edge rule is stated again here, apart from the run's. Blocks are had again
 and binned where they live (:func:`block_row`), checked cells in this process (:func:`cell_values`).
+An input, a file or an array in memory, is re-read through
+:func:`daskgpu.verification.replay.region`, apart from the run's graph.
 """
 
 from __future__ import annotations
@@ -39,22 +41,28 @@ def counted(values, lo: float, hi: float, bins: int, library: str = "numpy") -> 
     return np.append(np.asarray(counts, dtype=np.int64), int(nan.sum()))
 
 
-def located(ctx: HistogramContext, block: int) -> tuple:
-    """What a worker needs to have ``block`` again: its seed, or its region of the input."""
+def located(ctx: HistogramContext, block: int):
+    """What a worker needs to have ``block`` again: its seed, or its region of the input.
+
+    Random data: a tuple, what :func:`daskgpu.verification.replay.redraw` takes. An input: its
+    region read again, lazily (:func:`daskgpu.verification.replay.region`); passed to a task
+    run by :mod:`daskgpu.verification.replay`, it arrives as an array.
+    """
     if ctx.random:
         return (ctx.seed, block, ctx.grid.block_shape(block), ctx.dtype, ctx.library,
                 ctx.distribution)
-    return (ctx.source.path, ctx.source.kind, ctx.grid.region(block), ctx.dtype)
+    return replay.region(ctx.source, ctx.grid.region(block), ctx.dtype)
 
 
-def block_row(where: tuple, binning: tuple) -> tuple[np.ndarray, list]:
+def block_row(where, binning: tuple) -> tuple[np.ndarray, list]:
     """A block again, binned where it lives: its row (counts, then NaN) and its line.
 
-    ``where``: :func:`located`'s; ``binning``: ``(lo, hi, bins, fingerprint seed)``. The line:
-    the values in the bins, NaN, the row's fingerprint, the block's finite min and max.
+    ``where``: :func:`located`'s (an input's region read); ``binning``: ``(lo, hi, bins,
+    fingerprint seed)``. The line: the values in the bins, NaN, the row's fingerprint, the
+    block's finite min and max.
     """
-    drawn = len(where) == 6
-    values = replay.redraw(*where) if drawn else replay.read(*where)
+    drawn = isinstance(where, tuple)
+    values = replay.redraw(*where) if drawn else np.asarray(where)
     lo, hi, bins, seed = binning
     row = counted(values, lo, hi, bins, where[4] if drawn else "numpy")
     finite = values[np.isfinite(values)]
@@ -70,14 +78,16 @@ def cell_values(ctx: HistogramContext, cell: int, words=None, out: np.ndarray | 
     Uniform values: the block's generator advanced to the cell's first value. Normal values,
     whose sampler takes a varying number of words: from the state the run noted (``words``),
     once shown to lie on the block's stream at a plausible distance (``pcg64.place``). An
-    input's slab: re-read with ``numpy.load`` or Zarr. ``out``: a buffer for random values.
+    input's slab: read again, lazily (:func:`daskgpu.verification.replay.region`: a file's by
+    ``numpy.load`` or Zarr in a task, an array's from the object; compute it, then flatten).
+    ``out``: a buffer for random values.
     """
     block, first, stop = ctx.cell_rows(cell)
     if not ctx.random:
         region = list(ctx.grid.region(block))
         if region:  # a slab of whole rows (all of a 0-d block)
             region[0] = slice(region[0].start + first, region[0].start + stop)
-        return replay.read(ctx.source.path, ctx.source.kind, tuple(region), ctx.dtype).ravel()
+        return replay.region(ctx.source, tuple(region), ctx.dtype)
     out = np.empty(stop - first, ctx.dtype) if out is None else out[:stop - first]
     if ctx.distribution != "normal":
         return replay.uniform_at(ctx.seed, block, first, stop - first, ctx.dtype, out=out)

@@ -26,8 +26,8 @@ from daskgpu.toolkit.params import (
     choice,
     chunks,
     non_negative_int,
-    optional_path,
     output_path,
+    path_or_array,
     positive_int,
     refuse_with_input,
     value_range,
@@ -97,8 +97,8 @@ PARAMS = (
     Param("bins", _bins, 256, "Number of equal-width bins.", "N"),
     Param("range", value_range, None, "Bin range LO HI [default: the data's finite min and max, "
           "found in a first pass].", "LO HI", nargs=2),
-    Param("input", optional_path, None, "Histogram of this .npy file or Zarr array instead of "
-          "random data.", "PATH"),
+    Param("input", path_or_array, None, "Histogram of this .npy file or Zarr array instead of "
+          "random data (from Python also a NumPy, CuPy or Dask array).", "PATH"),
     Param("output", _output, None, "Write the counts and edges to this .npz file "
           "(np.load gives counts and edges) or .csv table (left, right, count).", "PATH"),
 )
@@ -111,6 +111,7 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
         refuse_with_input(PARAMS, values, GENERATED_ONLY)
         source = array_input.open_array(values["input"], dtypes=INPUT_DTYPES)
         chunking.check_blocks(values["chunks"], source.shape, source.dtype.itemsize, "--input")
+        values["input"] = source.path  # an array in memory: named, never held in the values
         # Not used for an input (its own dtype is reported with the data).
         values["dtype"] = values["distribution"] = None
         return values, {"input": source}

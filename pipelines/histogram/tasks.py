@@ -1,6 +1,7 @@
 """histogram-pipeline's work on the cluster: the data, the kernel on every block, the rows.
 
-The values are drawn on the workers or read from a ``.npy``/Zarr input. Every block is binned
+The values are drawn on the workers or read from a ``.npy``/Zarr input or an array in memory
+(NumPy, CuPy, Dask: :func:`daskgpu.data.array_input.to_dask`). Every block is binned
 where it lives by daskgpu's own kernel (:func:`daskgpu.kernels.histogram.histogram`: ``bins``
 counts, then the NaN count), its checked cells each in a call of their own, the rest between
 them in others (:func:`block_rows`); the blocks' counts are added by a tree of tasks
@@ -61,7 +62,9 @@ def make_data(resolved: Resolved) -> tuple[da.Array, dict]:
     if resolved["input"] is not None:
         source = resolved.inputs["input"]
         block = chunking.resolve_chunks(chunks, source.shape, source.dtype.itemsize, backend)
-        return array_input.to_dask(source, block, backend), {"source": resolved["input"]}
+        described = {"source": resolved["input"], "format": source.kind,
+                     **array_input.rechunking(source, block)}
+        return array_input.to_dask(source, block, backend), described
     dtype = np.dtype(resolved["dtype"])
     shape = (resolved["values"],)
     block = chunking.resolve_chunks(chunks, shape, dtype.itemsize, backend)

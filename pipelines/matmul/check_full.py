@@ -17,9 +17,14 @@ from pipelines.matmul.shared import MatmulContext
 
 def blocks_recomputed(ctx: MatmulContext, r, verdict) -> None:
     """Every block of C multiplied again in float64: its sum and sum of squares as reported."""
-    grid, k = ctx.c, ctx.shape[1]
-    again = np.array(replay.on_workers(check_replay.c_block,
-                                       [(ctx, *at) for at in grid.locations()]))
+    grid, k, light = ctx.c, ctx.shape[1], check_replay.travelling(ctx)
+    # An input's blocks read again once each (None: random data, drawn again in the tasks)
+    a = {at: check_replay.region(ctx, 0, at) for at in ctx.a.locations()}
+    b = {at: check_replay.region(ctx, 1, at) for at in ctx.b.locations()}
+    gk = ctx.a.shape[1]
+    again = np.array(replay.on_workers(check_replay.c_block, [
+        (light, i, j, [a[i, kb] for kb in range(gk)], [b[kb, j] for kb in range(gk)])
+        for i, j in grid.locations()]))
     squares, sums, magnitude, a_squares, b_squares = again.T
     entries = grid.counts().ravel()
     square_limits = (tolerance(2 * np.sqrt(squares * a_squares * b_squares), k, ctx.dtype)

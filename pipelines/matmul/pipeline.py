@@ -2,7 +2,8 @@
 
 This module holds the parameters, ``settle``, the one-process baseline, ``prepare`` and the
 registration. A and B are drawn on the workers from the run's seed (uniform [0, 1), one
-generator a block, see :mod:`daskgpu.data.synthetic`) or read from ``.npy``/Zarr inputs;
+generator a block, see :mod:`daskgpu.data.synthetic`) or read from ``.npy``/Zarr inputs or
+arrays in memory (NumPy, CuPy, Dask; one of each may be a file and the other an array);
 ``dask.array.matmul`` multiplies their blocks with NumPy (OpenBLAS/MKL) or CuPy (cuBLAS). C is
 never gathered: each block of C is reduced where it is made, in the same task, to a few numbers
 (its sum of squares, its sum, C's values at seeded sample cells it holds, and its products
@@ -35,8 +36,8 @@ from daskgpu.toolkit.params import (
     choice,
     chunks,
     non_negative_int,
-    optional_path,
     output_path,
+    path_or_array,
     positive_int,
     refuse_with_input,
 )
@@ -85,10 +86,10 @@ PARAMS = (
     Param("dtype", choice(DTYPES), "float64", "Element type of random data.",
           "float64|float32", DTYPES),
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
-    Param("input_a", optional_path, None, "Read A from this .npy file or Zarr array "
-          "(with --input-b).", "PATH"),
-    Param("input_b", optional_path, None, "Read B from this .npy file or Zarr array "
-          "(with --input-a).", "PATH"),
+    Param("input_a", path_or_array, None, "Read A from this .npy file or Zarr array "
+          "(with --input-b; from Python also a NumPy, CuPy or Dask array).", "PATH"),
+    Param("input_b", path_or_array, None, "Read B from this .npy file or Zarr array "
+          "(with --input-a; from Python also a NumPy, CuPy or Dask array).", "PATH"),
     Param("output", output_path((".npy", ".zarr")), None, "Write C to this .npy file or Zarr "
           "directory.", "PATH"),
 )
@@ -153,6 +154,8 @@ def _open_inputs(values: dict) -> dict:
             f"--input-a {a.path} is {a.shape[0]} x {a.shape[1]} and --input-b {b.path} is "
             f"{b.shape[0]} x {b.shape[1]}: shape mismatch, A's columns must equal B's rows"
         )
+    # An array in memory: named, never held in the values (its source holds it).
+    values["input_a"], values["input_b"] = a.path, b.path
     return {"input_a": a, "input_b": b}
 
 
@@ -207,6 +210,8 @@ def prepare(resolved: Resolved) -> Workload:
     described = {"source": about["source"]}
     if "format" in about:
         described["format"] = about["format"]
+        if any(about["rechunked"]):  # A's and B's, None where its blocks are kept
+            described["rechunked"] = about["rechunked"]
     else:
         described["seed"] = about["seed"]
     return Workload(
@@ -226,7 +231,8 @@ def prepare(resolved: Resolved) -> Workload:
         context=shared.MatmulContext(
             Grid(a.chunks), Grid(b.chunks), dtype.name, backend.array_library, check_seed,
             seeds=about["seeds"],
-            inputs=about["sources"] and tuple((s.path, s.kind) for s in about["sources"])),
+            inputs=about["sources"] and tuple((s.path, s.kind) for s in about["sources"]),
+            sources=about["sources"]),
         outputs=outputs,
         present=lambda workload, raw: {"frobenius_norm": raw["result"]["frobenius_norm"],
                                        "sum": raw["result"]["sum"]},

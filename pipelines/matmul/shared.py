@@ -69,7 +69,12 @@ class MatmulContext:
     seeds : tuple of int, optional
         The seeds of random A and B (:func:`operand_seeds`); None for inputs.
     inputs : tuple of (path, kind), optional
-        Where A and B are read from ("npy" or "zarr"); None for random data.
+        Where A and B are read from: a file's path and "npy" or "zarr", an array in memory's
+        label and "memory"; None for random data.
+    sources : tuple of ArraySource, optional
+        A and B as opened (:class:`~daskgpu.data.array_input.ArraySource`, an array in memory
+        held), for the check to read again in the client; None for random data, and in the
+        context a worker's task gets.
     """
 
     a: Grid
@@ -79,6 +84,7 @@ class MatmulContext:
     check_seed: int
     seeds: tuple[int, int] | None = None
     inputs: tuple[tuple[str, str], tuple[str, str]] | None = None
+    sources: tuple | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:

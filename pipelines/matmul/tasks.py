@@ -2,11 +2,12 @@
 
 A and B are drawn on the workers from the run's seed (uniform [0, 1), one generator a block, see
 :mod:`daskgpu.data.synthetic`; the operands' seeds: :func:`pipelines.matmul.shared.operand_seeds`)
-or read from ``.npy``/Zarr inputs (:func:`operands`). ``dask.array.matmul`` multiplies their
-blocks with the backend's BLAS; each block of C then goes, in the same task, to
-:func:`_block_summary`, which packs its sum of squares, its sum, C's values at the sampled cells
-it holds and its products ``C_ij R_j`` with the check's probes R (both defined in
-:mod:`pipelines.matmul.shared`) into one small host vector (:func:`summaries`). :func:`assemble`
+or read from ``.npy``/Zarr inputs or arrays in memory (:func:`operands`).
+``dask.array.matmul`` multiplies their blocks with the backend's BLAS; each block of C then
+goes, in the same task, to :func:`_block_summary`, which packs its sum of squares, its sum, C's
+values at the sampled cells it holds and its products ``C_ij R_j`` with the check's probes R
+(both defined in :mod:`pipelines.matmul.shared`) into one small host vector
+(:func:`summaries`). :func:`assemble`
 turns the packed vectors into the run's result. :mod:`pipelines.matmul.pipeline` assembles the
 :class:`~daskgpu.toolkit.registry.Workload` around what is built here.
 """
@@ -40,7 +41,9 @@ def operands(resolved: Resolved) -> tuple[da.Array, da.Array, dict]:
         a = array_input.to_dask(a_src, (bn, bk), backend)
         b = array_input.to_dask(b_src, (bk, bm), backend)
         about = {"source": [a_src.path, b_src.path], "format": [a_src.kind, b_src.kind],
-                 "sources": (a_src, b_src), "seeds": None}
+                 "sources": (a_src, b_src), "seeds": None,
+                 "rechunked": [array_input.rechunking(a_src, (bn, bk)).get("rechunked"),
+                               array_input.rechunking(b_src, (bk, bm)).get("rechunked")]}
     else:
         shape = resolved["shape"] or (resolved["size"],) * 3
         dtype = np.dtype(resolved["dtype"])
