@@ -135,10 +135,11 @@ def cells_again(ctx: PcaContext, r: Reading, verdict) -> None:
     picked: dict[int, list[int]] = {}  # a task a block
     for block, j in map(layout.locate, plan):
         picked.setdefault(block, []).append(j)
-    f, multiplier = dask.delayed(check_replay.framed, pure=True, nout=2)(ctx, q)
+    shipped = ctx.shipped()
+    f, multiplier = dask.delayed(check_replay.framed, pure=True, nout=2)(shipped, q)
     found = replay.on_workers(check_replay.cell_sums, [
-        (ctx, i, js, cells["states"][layout.of(i).start:layout.of(i).stop], f, multiplier)
-        for i, js in picked.items()])
+        (shipped, i, js, cells["states"][layout.of(i).start:layout.of(i).stop], f, multiplier,
+         check_replay.cells_of(ctx, i, js)) for i, js in picked.items()])
     wrong = []
     for i, sums in zip(picked, found, strict=True):
         for j, got in sums:

@@ -1,10 +1,12 @@
 """pca-pipeline's recomputations, apart from the run: what the check's steps run on the workers.
 
 Generated ``z`` is drawn again from its documented streams (:func:`~daskgpu.verification.replay.
-stream`), an input re-read with its format's reader. Rows ``X = Z F``, ``F = diag(sigma) V^T``,
-are taken as ``z``: ``C M = F^T Z_c^T Z_c (F M)``. :func:`products` gives ``C M`` in one pass,
-slabs centred in float64 and joined about the union's mean (Chan, Golub and LeVeque): the thin
-pass, and the full depth's ``C`` (``M = I``); :func:`cell_sums` the sampled cells.
+stream`); an input (a file, or an array in memory) is read again apart from the run's graph by
+:func:`~daskgpu.verification.replay.region` (:func:`rows_of`, :func:`cells_of`), passed to the
+task that uses it. Rows ``X = Z F``, ``F = diag(sigma) V^T``, are taken as ``z``: ``C M = F^T
+Z_c^T Z_c (F M)``. :func:`products` gives ``C M`` in one pass, slabs centred in float64 and
+joined about the union's mean (Chan, Golub and LeVeque): the thin pass, and the full depth's
+``C`` (``M = I``); :func:`cell_sums` the sampled cells.
 """
 
 from __future__ import annotations
@@ -59,20 +61,29 @@ def centred_sums(x, multiplier, xp) -> tuple:
     return count, mean, x.T @ (x @ multiplier), xp.einsum("ij,ij->j", x, x), plain
 
 
-def slabs(ctx: PcaContext, i: int):
+def rows_of(ctx: PcaContext, i: int):
+    """Block ``i`` of an input read again apart, in its dtype, lazily (None for generated data).
+
+    :func:`~daskgpu.verification.replay.region`: a file's task that reads it (each Zarr chunk
+    once, a ``.npy`` memory-mapped), an array in memory's own slice or graph.
+    """
+    if ctx.random:
+        return None
+    return replay.region(ctx.source, ctx.grid.region(i), dtype=ctx.dtype)
+
+
+def slabs(ctx: PcaContext, i: int, stored=None):
     """Yield the rows (``z`` if generated) of block ``i`` in float64, a slab at a time.
 
-    On a device the block is one slab. Slabs are scratch, to be used before the next is asked.
+    ``stored``: an input's block, read again (:func:`rows_of`). On a device the block is one
+    slab. Slabs are scratch (never the input's own memory), to be used before the next is asked.
     """
-    (rows, d), first_row = ctx.grid.block_shape(i), ctx.first_row(i)
+    rows, d = ctx.grid.block_shape(i)
     if ctx.library != "numpy":
         xp = importlib.import_module(ctx.library)
-        yield z_of(ctx, i).astype(np.float64) if ctx.random else xp.asarray(replay.read(
-            ctx.source.path, ctx.source.kind, ctx.grid.region(i)))
+        yield z_of(ctx, i).astype(np.float64) if ctx.random else xp.asarray(stored).astype(
+            np.float64)
         return
-    stored = None if ctx.random else replay.stored(ctx.source.path, ctx.source.kind)
-    if stored is not None and ctx.source.kind == "zarr":
-        stored, first_row = stored[first_row:first_row + rows], 0  # each chunk read once
     rng = replay.stream(ctx.data_seed, i) if ctx.random else None
     step = max(1, SLAB_ELEMENTS // d)
     drawn = np.empty((min(step, rows), d), dtype=ctx.dtype)
@@ -82,20 +93,21 @@ def slabs(ctx: PcaContext, i: int):
         if rng is not None:
             rng.standard_normal(out=drawn[:count], dtype=ctx.dtype)
         else:
-            drawn[:count] = stored[first_row + first:first_row + first + count]
+            drawn[:count] = stored[first:first + count]
         if wide is not drawn:
             np.copyto(wide[:count], drawn[:count])
         yield wide[:count]
 
 
-def block_products(ctx: PcaContext, i: int, multiplier: np.ndarray) -> tuple:
+def block_products(ctx: PcaContext, i: int, multiplier: np.ndarray, stored=None) -> tuple:
     """``(rows, mean, X_c^T (X_c M), column squares)`` of block ``i``, host float64.
 
-    ``multiplier``: ``F M`` (:func:`framed`); ``X`` is ``z`` for generated data.
+    ``multiplier``: ``F M`` (:func:`framed`); ``X`` is ``z`` for generated data, else
+    ``stored``, the block read again (:func:`rows_of`).
     """
     xp = importlib.import_module(ctx.library)
     on_device, total = xp.asarray(multiplier), None
-    for rows in slabs(ctx, i):
+    for rows in slabs(ctx, i, stored):
         part = centred_sums(rows, on_device, xp)[:4]
         total = part if total is None else join(total, part, on_device)
     return total[0], to_host(total[1]), to_host(total[2]), to_host(total[3])
@@ -106,8 +118,9 @@ def products(ctx: PcaContext, m: np.ndarray) -> dict:
 
     ``F M`` too is made on a worker: BLAS here would spin beside the workers while they draw.
     """
-    f, multiplier = dask.delayed(framed, pure=True, nout=2)(ctx, m)
-    parts = [dask.delayed(block_products, pure=True)(ctx, i, multiplier)
+    shipped = ctx.shipped()
+    f, multiplier = dask.delayed(framed, pure=True, nout=2)(shipped, m)
+    parts = [dask.delayed(block_products, pure=True)(shipped, i, multiplier, rows_of(ctx, i))
              for i in range(ctx.grid.blocks)]
     (rows, *sums), f = dask.compute(replay.combined(parts, join, multiplier, width=2), f)
     mean, product, trace = in_rows(ctx, f, *sums)
@@ -145,19 +158,29 @@ def drawn_cells(ctx: PcaContext, i: int, picks, states):
         yield j, placed or buffer[:stop - first]
 
 
-def cell_sums(ctx: PcaContext, i: int, picks: list[int], states, f, multiplier) -> list:
+def cells_of(ctx: PcaContext, i: int, picks) -> list | None:
+    """An input's picked cells of block ``i`` read again apart, lazily (None: generated)."""
+    if ctx.random:
+        return None
+    first, cuts = ctx.first_row(i), ctx.cuts(i)
+    return [replay.region(ctx.source, (slice(first + cuts[j][0], first + cuts[j][1]),))
+            for j in picks]
+
+
+def cell_sums(ctx: PcaContext, i: int, picks: list[int], states, f, multiplier,
+              stored=None) -> list:
     """Block ``i``'s picked cells computed again: ``(j, sums)`` or ``(j, why not)``, host.
 
-    ``f, multiplier``: :func:`framed` of ``Q``. The sums as the certificates hold them, and
-    ``norm2`` (``|X|_F^2``) and ``z2`` (``|Z|_F^2``, generated data) for the rounding bound.
+    ``f, multiplier``: :func:`framed` of ``Q``; ``stored``: an input's cells read again
+    (:func:`cells_of`). The sums as the certificates hold them, and ``norm2`` (``|X|_F^2``)
+    and ``z2`` (``|Z|_F^2``, generated data) for the rounding bound.
     """
     xp = importlib.import_module(ctx.library)
     on_device, out = xp.asarray(multiplier), []
-    first, cuts = ctx.first_row(i), ctx.cuts(i)
+    # an input's cells copied: centring works in place, and a NumPy input's region is its memory
     cells = drawn_cells(ctx, i, picks, states) if ctx.random else (
-        (j, np.array(replay.read(ctx.source.path, ctx.source.kind,
-                                 (slice(first + cuts[j][0], first + cuts[j][1]),))))
-        for j in picks)
+        (j, np.array(to_host(cell), dtype=np.float64))
+        for j, cell in zip(picks, stored, strict=True))
     for j, cell in cells:
         if isinstance(cell, str):
             out.append((j, cell))

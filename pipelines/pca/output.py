@@ -1,6 +1,7 @@
 """What pca-pipeline writes: the components (``--output``) and the projected data (``--project``).
 
-Both are written atomically (:mod:`daskgpu.toolkit.output`).
+Both are written atomically (:mod:`daskgpu.toolkit.output`). And how the run's data shows the
+fit's larger arrays (:func:`by_shape`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,24 @@ def save(workload: Workload, value: dict, path: str) -> None:
                "explained_variance_ratio": workload.description["explained_variance_ratio"]}
     columns.update({f"f{j}": components[:, j] for j in range(components.shape[1])})
     output_files.save_table(path, columns, like=final)
+
+
+class ByShape(np.ndarray):
+    """An array of a run's data that the run's table names by its shape (values in ``--json``).
+
+    The components (``components x features``) and the means (``features``) would fill the
+    table; JSON and Python see the array's values as any other.
+    """
+
+    def __str__(self) -> str:
+        if self.ndim == 1:
+            return f"{self.size} values (see --json)"
+        return f"{' x '.join(map(str, self.shape))} array (see --json)"
+
+
+def by_shape(values) -> ByShape:
+    """``values`` as a float64 :class:`ByShape` array."""
+    return np.array(values, dtype=np.float64).view(ByShape)
 
 
 def _picked(found: dict, key: str, dtype) -> np.ndarray:

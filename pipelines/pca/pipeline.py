@@ -2,9 +2,11 @@
 
 The array (``--samples`` x ``--features``) is cut in blocks of whole rows only. Generated data
 are drawn on the workers from the run's seed with a known spectrum (:mod:`pipelines.pca.shared`);
-``--input`` reads a ``.npy`` file or Zarr array. The data are centred: every block on its own
-column means, the blocks' summaries combined about the global mean (:mod:`pipelines.pca.tasks`),
-so the mean costs no extra pass.
+``--input`` reads a ``.npy`` file or Zarr array, or (from Python) takes a NumPy, CuPy or Dask
+array in hand (:mod:`daskgpu.data.memory_input`: a Dask array used as its graph, rechunked to
+the pipeline's row blocks where its own differ, and said so in the run's data). The data are
+centred: every block on its own column means, the blocks' summaries combined about the global
+mean (:mod:`pipelines.pca.tasks`), so the mean costs no extra pass.
 
 - ``--method exact``: a tall-skinny QR. Each block's centred rows are reduced to their R factor
   where they live (Householder QR with the block's library: LAPACK through NumPy, cuSOLVER
@@ -42,8 +44,8 @@ from daskgpu.toolkit.params import (
     choice,
     chunks,
     non_negative_int,
-    optional_path,
     output_path,
+    path_or_array,
     positive_int,
     refuse_with_input,
 )
@@ -84,16 +86,18 @@ PARAMS = (
           "block holds whole rows.", "auto|N"),
     Param("dtype", choice(DTYPES), "float64", "Element type of generated data.",
           "float64|float32", DTYPES),
-    Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
-    Param("input", optional_path, None, "Read the array from this .npy file or Zarr array "
-          "(rows are samples).", "PATH"),
+    Param("seed", non_negative_int, None, "Random seed of generated data, and of --method "
+          "randomized's start (with an --input, that only) [default: fresh, reported; for an "
+          "--input, one from its shape].", "INT"),
+    Param("input", path_or_array, None, "Read the array from this .npy file or Zarr array "
+          "(rows are samples; from Python also a NumPy, CuPy or Dask array).", "PATH"),
     Param("output", output_path((".npy", ".csv")), None, "Write the components to this .npy "
           "(components x features) or .csv file (one row per component).", "PATH"),
     Param("project", output_path((".zarr", ".npy")), None, "Write the centred data projected "
           "on the components (samples x components) to this Zarr directory or .npy file.",
           "PATH"),
 )
-GENERATED_ONLY = ("samples", "seed", "dtype")
+GENERATED_ONLY = ("samples", "dtype")
 
 
 # --------------------------------------------------------------------------- settle
@@ -121,9 +125,13 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     inputs: dict = {}
     if values["input"] is not None:
         refuse_with_input(PARAMS, values, GENERATED_ONLY)
+        if values["seed"] is not None and values["method"] != "randomized":
+            raise ParameterError(f"--seed: with an --input it seeds only --method randomized's "
+                                 f"start, and --method is {values['method']}; drop it")
         source = array_input.open_matrix(values["input"], "--input", DTYPES[::-1],
                                          "samples x features")
         inputs["input"] = source
+        values["input"] = source.path  # an array in memory: named, never held in the values
         values["samples"], values["features"] = source.shape
         values["dtype"] = source.dtype.name
         option = "--input"
@@ -278,11 +286,17 @@ def value_of(result: dict) -> dict:
 
 
 def present(workload: Workload, raw: dict) -> dict:
-    """The value; every component's explained variance (and ratio) go to the report's data."""
+    """The value; the whole fit goes to the report's data.
+
+    Every component's explained variance (and ratio) and singular value, and (shown in the
+    table by their shape, in full in ``--json`` and in Python) the components and the column
+    means: what :class:`daskgpu.ml.PCA` keeps of a fit.
+    """
     result = raw["result"]
-    workload.description["explained_variance"] = np.asarray(result["explained_variance"])
-    workload.description["explained_variance_ratio"] = np.asarray(
-        result["explained_variance_ratio"])
+    for key in ("explained_variance", "explained_variance_ratio", "singular_values"):
+        workload.description[key] = np.asarray(result[key], dtype=np.float64)
+    for key in ("components", "mean"):
+        workload.description[key] = pca_output.by_shape(result[key])
     workload.context.found["components"] = np.asarray(result["components"])
     taken = result.get("method", workload.context.method)
     workload.description["method"] = taken
@@ -490,6 +504,8 @@ def prepare(resolved: Resolved) -> Workload:
     described = {"source": about["source"]}
     if about["input"] is not None:
         described["format"] = about["format"]
+        described.update(array_input.rechunking(
+            about["input"], (rows_per_block(resolved, dtype.itemsize), features)))
     else:
         described["seed"] = about["seed"]
     return Workload(

@@ -12,6 +12,7 @@ certifies every cell with; the accuracy rules of the covariance and randomised m
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -171,9 +172,11 @@ class PcaContext:
     library : str
         The workers' array library ("numpy", "cupy").
     seed : int, optional
-        Generated data's seed (None for an input).
+        Generated data's seed; for an input, ``--method randomized``'s seed or None.
     source : ArraySource, optional
-        The input (its ``path`` and ``kind``), or None for generated data.
+        The input (a file, or an array in memory), or None for generated data. The check reads
+        it again through :func:`daskgpu.verification.replay.region`; tasks take the context
+        without its reader (:meth:`shipped`).
     project, output : str, optional
         Where ``--project`` and ``--output`` write.
     found : dict
@@ -231,3 +234,13 @@ class PcaContext:
     def probes(self) -> np.ndarray:
         """The seeded vectors ``Q`` that the run certifies every cell with (:func:`probes`)."""
         return probes(self.seed, self.samples, self.features)
+
+    def shipped(self) -> PcaContext:
+        """The context as a task takes it: an input named, its reader left behind.
+
+        An array in memory must not travel inside every task (nor a Dask array be computed
+        whole as a task's argument): the regions a task reads are passed to it apart.
+        """
+        if self.source is None or self.source.reader is None:
+            return self
+        return dataclasses.replace(self, source=dataclasses.replace(self.source, reader=None))
