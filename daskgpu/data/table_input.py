@@ -1,7 +1,9 @@
-"""Table inputs (Parquet or CSV: a file, a directory, or a glob), checked up front.
+"""Table inputs (Parquet or CSV: a file, a directory, or a glob; or a DataFrame), checked up front.
 
 The check reads schemas and a few rows in the client, so a missing path, a corrupt Parquet
-file, missing or mistyped columns, or an empty input is refused before a cluster starts.
+file, missing or mistyped columns, or an empty input is refused before a cluster starts. A
+pandas, cuDF or Dask DataFrame in memory is checked the same way from its columns' types
+(:mod:`daskgpu.data.frame_input`).
 """
 
 from __future__ import annotations
@@ -9,8 +11,12 @@ from __future__ import annotations
 import glob
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from daskgpu.errors import InputFileError, printable
+from daskgpu.errors import InputFileError, MissingInputError, printable
+
+if TYPE_CHECKING:
+    from daskgpu.data.frame_input import FrameSource
 
 _HOW = "give a Parquet or CSV file, a directory of them, or a glob"
 
@@ -50,30 +56,48 @@ def _kind(files: list[str], what: str, path: str) -> str:
     return kinds.pop()
 
 
-def open_table(path: str, columns: dict[str, str], what: str = "--input") -> TableSource:
+def open_table(path, columns: dict[str, str], what: str = "--input",
+               backend=None) -> TableSource | FrameSource:
     """Validate a table input against the columns a pipeline needs.
 
     Parameters
     ----------
-    path : str
-        File, directory or glob.
+    path : str, path-like or DataFrame
+        File, directory or glob; or a pandas, cuDF or Dask DataFrame in memory (see
+        :func:`daskgpu.data.frame_input.open_frame`).
     columns : dict
         Column name -> ``"number"``, ``"integer"`` or ``"datetime"``.
+    what : str
+        How the error line names the input (its option).
+    backend : Backend, optional
+        Where the run computes (a DataFrame of cuDF is refused for CPU workers).
+
+    Returns
+    -------
+    TableSource or FrameSource
+        A file's (``kind`` "parquet" or "csv"), or a frame's (``kind`` "memory").
 
     Raises
     ------
     InputFileError
-        One line: missing path, corrupt file, missing columns (named), wrong types, no rows.
+        One line: missing path (MissingInputError, a FileNotFoundError too), corrupt file,
+        missing columns (named), wrong types, no rows; a Series or an array given as a table.
+    InputTypeError
+        Neither a path nor a table (nor an array).
     """
     try:
-        return _open_table(path, columns, what)
+        if not isinstance(path, (str, os.PathLike)):
+            from daskgpu.data import frame_input
+
+            return frame_input.open_frame(path, columns, what, backend)
+        return _open_table(os.fspath(path), columns, what)
     except InputFileError as exc:
-        raise InputFileError(printable(str(exc))) from None
+        raise type(exc)(printable(str(exc))) from None
 
 
 def _open_table(path: str, columns: dict[str, str], what: str) -> TableSource:
     if not any(ch in path for ch in "*?[") and not os.path.exists(path):
-        raise InputFileError(f"{what} {path}: no such file or directory; {_HOW}")
+        raise MissingInputError(f"{what} {path}: no such file or directory; {_HOW}")
     files = _files(path)
     if not files:
         raise InputFileError(f"{what} {path}: no Parquet or CSV file there; {_HOW}")

@@ -288,3 +288,25 @@ def output_path(suffixes: Sequence[str]) -> Callable[[Any], str | None]:
 
     parse.writes_output = True
     return parse
+
+
+def path_or_frame(value: Any) -> Any:
+    """A path as text (as :func:`optional_path`), or a table in memory passed on as it is.
+
+    For a table input: a pandas, cuDF or Dask DataFrame is never turned into text. The
+    pipeline's ``settle`` opens either (:func:`daskgpu.data.table_input.open_table`), refusing
+    what is neither a path nor a table in one line (an ``InputTypeError`` for a list, say). A
+    number is refused here: it is neither, and text made of it would be taken for a path.
+
+    >>> path_or_frame(" trips.parquet "), path_or_frame(b"t.csv")
+    ('trips.parquet', 't.csv')
+    """
+    import numbers  # only this parser needs it
+
+    if value is None or isinstance(value, (str, bytes, os.PathLike)):
+        return optional_path(os.fsdecode(value) if value is not None else "")
+    if isinstance(value, numbers.Number):
+        name = type(value).__name__
+        raise TypeError(f"{'an' if name[:1] in 'aeiou' else 'a'} {name} is not an input daskgpu "
+                        "reads; give a path (Parquet or CSV) or a pandas, cuDF or Dask DataFrame")
+    return value

@@ -3,7 +3,11 @@
 :func:`groups_recomputed` (also ``daskgpu.checks.groups_recomputed``) checks a per-group result
 (one or more result rows per value of a key column) by drawing the table's rows again from its
 seed, or reading the input's files again with pandas, on the workers and never through the
-run's graph, and recomputing the groups with your own reference function.
+run's graph, and recomputing the groups with your own reference function. A DataFrame in memory
+is read again from the object itself: a pandas or cuDF frame in this process, where it is
+(cuDF's rows copied to the host: the chosen keys' at ``fast``, slice by slice at ``full``), a
+Dask DataFrame as its own graph's partitions on the
+workers (never the run's repartitioned ones).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ __all__ = ["groups_recomputed"]
 BATCH_BYTES = 256 * 2**20
 #: Keys of a random integer column are sampled from its whole range up to this size.
 DOMAIN_LIMIT = 10_000_000
+#: A pandas or cuDF frame in hand is read again in slices of this many rows.
+SLICE_ROWS = 1 << 20
 
 
 def groups_recomputed(reference: Callable[..., Any], *, by: str, rtol: float = 0.0,
@@ -44,7 +50,9 @@ def groups_recomputed(reference: Callable[..., Any], *, by: str, rtol: float = 0
     the groups is caught with probability at least ``confidence``). For those keys it draws
     the table's rows again from the run's seed (the documented scheme of
     :mod:`daskgpu.toolkit.table_pipeline`) or reads the input's files again with pandas, on
-    the workers, keeps the rows of the chosen keys, calls ``reference(rows, **params)`` for
+    the workers, or reads a DataFrame in memory again from the object (a pandas or cuDF frame
+    in this process, a Dask DataFrame's own partitions on the workers), keeps the rows of the
+    chosen keys, calls ``reference(rows, **params)`` for
     each key, and compares the returned rows with the result's rows of that key, in order,
     column by column: equal (``rtol=atol=0``, NaN equal to NaN) or within
     ``numpy.isclose``'s tolerance. A key with no rows in the table must have none in the
@@ -174,11 +182,18 @@ def _batch_of(keys: pd.Series, batches: int) -> np.ndarray:
 
 def _rows_again(data: TableData, by: str, keys=None, batch=None) -> pd.DataFrame:
     """The table's rows whose key is in ``keys`` (or in hash ``batch`` = (j, of)), again."""
-    if data.source is None:
+    frame = data.frame
+    if frame is not None and not hasattr(frame, "to_delayed"):  # pandas or cuDF, in hand
+        found = [_part_rows((data, by, keys, batch), ("frame", frame.iloc[a:a + SLICE_ROWS]))
+                 for a in range(0, len(frame), SLICE_ROWS)]
+        return pd.concat(found, ignore_index=True) if found else pd.DataFrame()
+    if frame is not None:  # a Dask DataFrame: its own partitions, computed where they live
+        parts = [("frame", part) for part in frame[list(data.columns)].to_delayed()]
+    elif data.source is None:
         parts = [("random", p, a, b) for p, (a, b) in enumerate(_bounds(data))]
     else:
         parts = [(data.source_kind, file) for file in data.files]
-    shared = dask.delayed((data, by, keys, batch), pure=True)
+    shared = dask.delayed((data.described(), by, keys, batch), pure=True)
     found = dask.compute(*[dask.delayed(_part_rows, pure=False)(shared, part) for part in parts])
     return pd.concat(found, ignore_index=True) if found else pd.DataFrame()
 
@@ -194,6 +209,11 @@ def _part_rows(shared: tuple, part: tuple) -> pd.DataFrame:
     names = list(data.columns)
     if part[0] == "random":
         frame = _drawn_again(data, part[1], part[3] - part[2])
+    elif part[0] == "frame":  # a frame's rows, read again by the caller: pandas from here on
+        frame = part[1][names]
+        if keys is not None:  # chosen first in the frame's own library (cuDF: on its GPU)
+            frame = frame[frame[by].isin(keys)]
+        frame = frame if isinstance(frame, pd.DataFrame) else frame.to_pandas()
     elif part[0] == "parquet":
         frame = pd.read_parquet(part[1], columns=names)
     else:

@@ -1,7 +1,8 @@
 """The short way to write a table pipeline: ``@daskgpu.table_pipeline``.
 
 The twin of :func:`~daskgpu.toolkit.array_pipeline.array_pipeline` for a pipeline over one
-table, random or read from an ``--input`` (Parquet or CSV: a file, a directory or a glob). The
+table, random or read from an ``--input`` (Parquet or CSV: a file, a directory or a glob; from
+Python also a pandas, cuDF or Dask DataFrame in memory, :mod:`daskgpu.data.frame_input`). The
 pipeline declares its columns; the decorator gives it the data options (``--rows``,
 ``--partitions``, ``--seed``, ``--input``), their refusals, the input's opening and checking,
 the workload's sizes and description, and a reported value ready for JSON. The function it
@@ -28,20 +29,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from daskgpu.data import table_input
+from daskgpu.data import frame_input, table_input
 from daskgpu.errors import ParameterError
 from daskgpu.toolkit import backends, chunking, registry
 from daskgpu.toolkit.array_pipeline import LIST_LIMIT, json_ready, named_like, one_check
 from daskgpu.toolkit.params import (
     Param,
     non_negative_int,
-    optional_path,
+    path_or_frame,
     positive_int,
     refuse_with_input,
 )
@@ -115,7 +116,8 @@ class TableData:
     """What a run's table is, for its checks: ``workload.context["table"]``.
 
     Enough to draw a partition of a random table again from its seed, or read the input's
-    files again, on a worker, without the run's graph.
+    files again, on a worker, or a DataFrame in memory again from the object itself, without
+    the run's graph.
 
     Attributes
     ----------
@@ -128,11 +130,15 @@ class TableData:
     seed, partitions : int or None
         Random tables: the seed, and how many parts the rows are split into.
     source : str or None
-        The input's path (None for a random table).
+        The input's path, or a DataFrame in memory's label (None for a random table).
     source_kind : str or None
-        ``"parquet"`` or ``"csv"`` for an input.
+        ``"parquet"``, ``"csv"`` or ``"memory"`` for an input.
     files : tuple of str
         The input's files.
+    frame : DataFrame or None
+        A DataFrame in memory, as the user gave it (pandas, cuDF or Dask): the checks read it
+        again from here. Never sent to the workers with the rest of this description
+        (:meth:`described`).
     """
 
     columns: dict[str, Column]
@@ -143,6 +149,11 @@ class TableData:
     source: str | None = None
     source_kind: str | None = None
     files: tuple[str, ...] = ()
+    frame: Any = field(default=None, repr=False, compare=False)
+
+    def described(self) -> TableData:
+        """The description without the DataFrame in memory: what a task may carry."""
+        return replace(self, frame=None)
 
     @property
     def sample_seed(self) -> int:
@@ -176,8 +187,9 @@ def _standard_params(rows: int) -> tuple[Param, ...]:
         Param("partitions", _partitions, "auto", "Parts the random table is split into: auto "
               "(sized for the device) or N.", "auto|N"),
         Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
-        Param("input", optional_path, None, "Read this Parquet or CSV table (a file, a "
-              "directory of them, or a glob) instead of random rows.", "PATH"),
+        Param("input", path_or_frame, None, "Read this Parquet or CSV table (a file, a "
+              "directory of them, or a glob) instead of random rows (from Python also a "
+              "pandas, cuDF or Dask DataFrame).", "PATH"),
     )
 
 
@@ -195,15 +207,19 @@ def _settler(params: tuple[Param, ...], columns: dict[str, Column]):
     row_bytes = VALUE_BYTES * len(columns)
 
     def settle(backend, values: dict) -> tuple[dict, dict]:
-        """Open and check the input's files and columns, or the random table's layout."""
+        """Open and check the input's files and columns, or the random table's layout.
+
+        A DataFrame in memory is named in the values by its label and kept in the inputs.
+        """
         values = dict(values)
         if values["input"] is None:
             _check_layout(values["rows"], values["partitions"], row_bytes)
             return values, {}
         refuse_with_input(params, values, GENERATED_ONLY)
         kinds = {name: column.kind for name, column in columns.items()}
-        source = table_input.open_table(values["input"], kinds)
+        source = table_input.open_table(values["input"], kinds, backend=backend)
         values["rows"] = values["partitions"] = None  # the input's own, reported with the data
+        values["input"] = source.path  # a frame in memory: named, never held in the values
         return values, {"input": source}
 
     return settle
@@ -321,7 +337,12 @@ def table_pipeline(
       drawn on the workers partition by partition (the scheme in this module's docstring);
     - ``--input``: a Parquet or CSV table instead (a file, a directory of them, or a glob),
       which must hold the declared columns with values of their kinds; its partitions are
-      Dask's (``dask.dataframe.read_parquet`` or ``read_csv``, cuDF's on GPU workers).
+      Dask's (``dask.dataframe.read_parquet`` or ``read_csv``, cuDF's on GPU workers). From
+      Python ``input=`` also takes a pandas, cuDF or Dask DataFrame, checked the same way: a
+      pandas or cuDF frame becomes partitions sized as a random table's, each sent to the
+      workers once (``dask.dataframe.from_pandas``, ``dask_cudf.from_cudf``); a Dask
+      DataFrame is used as its own graph, repartitioned where its partitions do not suit
+      (the run's data says so); cuDF data only on GPU workers.
 
     Before any cluster starts (one line, exit code 2 on the command line) it refuses options
     of random data given with an ``--input``, a missing, corrupt or empty input or one that
@@ -402,6 +423,8 @@ def _data(resolved: registry.Resolved, columns: dict[str, Column]):
     library = resolved.backend.dataframe_library
     if resolved["input"] is not None:
         source = resolved.inputs["input"]
+        if source.kind == "memory":
+            return _frame_data(source, columns, resolved.backend)
         with dask.config.set({"dataframe.backend": library}):
             if source.kind == "parquet":
                 frame = dd.read_parquet(list(source.files), columns=list(columns))
@@ -423,3 +446,19 @@ def _data(resolved: registry.Resolved, columns: dict[str, Column]):
                         label="random-table", enforce_metadata=False)
     table = TableData(columns, rows, library, seed=seed, partitions=parts)
     return frame, table, {"source": "random", "seed": seed}
+
+
+def _frame_data(source, columns: dict[str, Column], backend):
+    """A DataFrame in memory as the run's lazy table, its :class:`TableData`, its description.
+
+    Partitioned as a random table of its rows would be (:func:`~daskgpu.toolkit.chunking.
+    auto_chunks`): a pandas or cuDF frame cut so, a Dask DataFrame's own partitions kept where
+    they suit (its rows counted on the cluster first).
+    """
+    source = frame_input.counted(source)
+    per_part = chunking.auto_chunks((source.rows,), VALUE_BYTES * len(columns), backend)[0]
+    parts = -(-source.rows // per_part)
+    frame, note = frame_input.to_dask(source, columns, parts, per_part, backend)
+    table = TableData(columns, source.rows, backend.dataframe_library, source=source.label,
+                      source_kind="memory", frame=source.frame)
+    return frame, table, {"source": source.label, "format": "memory", **note}

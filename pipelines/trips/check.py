@@ -20,7 +20,14 @@ from daskgpu.verification import Check, differences, tolerance
 from pipelines.trips.check_fast import cells_recomputed
 from pipelines.trips.check_full import every_trip_again
 from pipelines.trips.check_mutations import MUTATIONS
-from pipelines.trips.check_replay import SUMS, expected_partitions, label, table_problems
+from pipelines.trips.check_replay import (
+    SUMS,
+    expected_partitions,
+    frame_problem,
+    frame_rows,
+    label,
+    table_problems,
+)
 from pipelines.trips.shared import HOURS, SLOTS, TripsContext, cell_count, projection_weights
 
 
@@ -78,8 +85,14 @@ def partitions_as_planned(ctx: TripsContext, r: Computed, verdict) -> None:
     """The certificates name the input's partitions in order, each with its rows.
 
     A CSV file's rows are planned from its lines, which bound them (pandas skips blank lines).
+    A frame in memory's partitions are row ranges that must cover its rows once, in order.
     """
     expected, known = expected_partitions(ctx)
+    if ctx.source is not None and ctx.source.kind == "memory":
+        if not verdict.note(frame_problem(ctx)):
+            return
+        verdict.establish(f"its {len(expected)} partitions cover the frame's "
+                          f"{frame_rows(ctx)} rows once, in order")
     got = [tuple(c["partition"]) for c in r.certificates]
     if not verdict.require(got == expected and len(ctx.planned_rows) == len(expected),
                            f"the run's certificates name {len(got)} partitions, not the "

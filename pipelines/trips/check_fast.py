@@ -2,7 +2,8 @@
 
 The run returns the drawn cells' tables and their rows as it read them (a few MB on the host):
 each table must match its cell's projections and its rows recomputed with NumPy alone. Nothing
-is computed on the workers, and no trip is read again.
+is computed on the workers, and no file is read again; a pandas or cuDF frame in hand gives the
+drawn cells' rows again itself (:func:`~pipelines.trips.check_replay.cell_rows`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from daskgpu.verification import Plan, Sampler, differences, tolerance
-from pipelines.trips.check_replay import dense_problems, label, recomputed_cells, relative_slack
+from pipelines.trips.check_replay import (
+    cell_rows,
+    dense_problems,
+    in_hand,
+    label,
+    recomputed_cells,
+    relative_slack,
+)
 from pipelines.trips.shared import HOURS, SLOTS, TripsContext, projection_weights
 
 
@@ -35,16 +43,17 @@ def cells_recomputed(ctx: TripsContext, r, verdict) -> None:
             continue
         where = f"{label(c['partition'])} cell {k}"
         if verdict.note(_kept_problem(where, k, c, weights)):
-            kept.append((where, c["sampled"][k]))
+            kept.append((where, c["sampled"][k], cell_rows(ctx, c, p, k)))
+    whose = ("the frame's own rows",) * 2 if in_hand(ctx) else ("its rows", "their rows")
     if kept:
-        counts, sums = recomputed_cells([cell["rows"] for _, cell in kept])
+        counts, sums = recomputed_cells([rows for _, _, rows in kept])
         slack = relative_slack(counts)
-        for (where, cell), n, s, limit in zip(kept, counts, sums, slack, strict=True):
+        for (where, cell, _), n, s, limit in zip(kept, counts, sums, slack, strict=True):
             verdict.fail_all(dense_problems(where, cell["counts"], cell["sums"], n, s,
-                                            ("summed", "recomputed from its rows"), limit))
+                                            ("summed", f"recomputed from {whose[0]}"), limit))
     if verdict.ok:
-        verdict.establish(f"{cell_plan(ctx).promise} (recomputed from their rows with NumPy and "
-                          "this package's own haversine)")
+        verdict.establish(f"{cell_plan(ctx).promise} (recomputed from {whose[1]} with NumPy "
+                          "and this package's own haversine)")
 
 
 def _kept_problem(where: str, k: int, c: dict, weights: np.ndarray) -> str | None:

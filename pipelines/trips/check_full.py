@@ -1,20 +1,26 @@
 """trips-pipeline's full-only step: every trip read again, and the reported table recomputed.
 
 Every partition is read again on the workers and summed with pandas and with NumPy alone, which
-must agree (:func:`~pipelines.trips.check_replay.tally`); pandas' sums must give the table.
+must agree (:func:`~pipelines.trips.check_replay.tally`); pandas' sums must give the table. A
+frame in memory is read again from the object itself
+(:func:`~pipelines.trips.check_replay.every_partition_again`).
 """
 
 from __future__ import annotations
 
-from daskgpu.verification import replay
-from pipelines.trips.check_replay import expected_partitions, summed, table_problems, tally
+from pipelines.trips.check_replay import (
+    every_partition_again,
+    expected_partitions,
+    summed,
+    table_problems,
+)
 from pipelines.trips.shared import TripsContext
 
 
 def every_trip_again(ctx: TripsContext, r, verdict) -> None:
     """The reported table, rows, kept trips and groups against every partition read again."""
     partitions, _ = expected_partitions(ctx)
-    tallies = replay.on_workers(tally, [(p,) for p in partitions])
+    tallies, read = every_partition_again(ctx, partitions)
     verdict.fail_all(p for t in tallies for p in t[2])  # first: the check's own two paths
     sums = summed([t[1] for t in tallies]).reset_index().to_dict(orient="list")
     verdict.fail_all(table_problems(r.value["table"], sums))
@@ -24,6 +30,5 @@ def every_trip_again(ctx: TripsContext, r, verdict) -> None:
                                                "recomputed")
     if verdict.ok:
         verdict.establish(f"{groups} groups, {rows} rows and {kept} kept trips agree with every "
-                          f"trip recomputed with pandas and its own haversine (all "
-                          f"{len(partitions)} partitions read again), each partition's trips "
-                          "summed the same by NumPy alone")
+                          f"trip recomputed with pandas and its own haversine ({read}), each "
+                          "partition's trips summed the same by NumPy alone")

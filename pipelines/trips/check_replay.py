@@ -4,6 +4,10 @@ The partitions the run should have read, read again (the trips' definition, pyar
 pandas' own readers) and summed by (hour, passengers) with this module's haversines, hour and
 filter, with pandas and with NumPy alone (which also recomputes the fast depth's cells from the
 rows the run read); and the comparisons of tables with their recomputations.
+
+A DataFrame in memory is read again from the object itself, never through the run's partitions:
+a pandas or cuDF frame in this process, where it is, by rows with pandas' own ``iloc`` (cuDF's
+copied to the host); a Dask DataFrame as its own graph's partitions, on the workers.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from daskgpu.verification import differences, tolerance
+from daskgpu.verification import differences, replay, tolerance
 from pipelines.trips.shared import COLUMNS, HOURS, SLOTS, partition_specs, synthetic_partition
 
 if TYPE_CHECKING:  # pandas only where a frame is read (the full depth)
@@ -40,6 +44,9 @@ def expected_partitions(ctx) -> tuple[list[tuple], list[int | None]]:
     if ctx.source is None:
         specs = partition_specs(ctx.rows, ctx.seed, ctx.partitions)
         return [("synthetic", spec) for spec in specs], [spec[1] for spec in specs]
+    if ctx.source.kind == "memory":  # the frame's row ranges: frame_problem checks they tile it
+        return ([("memory", i, a, b) for i, (a, b) in enumerate(ctx.bounds)],
+                [b - a for a, b in ctx.bounds])
     if ctx.source.kind == "csv":
         return [("csv", file) for file in ctx.source.files], [None] * len(ctx.source.files)
     import pyarrow.parquet as pq
@@ -52,8 +59,12 @@ def expected_partitions(ctx) -> tuple[list[tuple], list[int | None]]:
 
 def label(partition: tuple) -> str:
     """A partition's name in a problem: its number, a file's row group, a CSV file."""
-    if partition[0] == "synthetic":
-        return f"partition {partition[1][0]}"
+    if partition[0] in ("synthetic", "memory"):
+        return f"partition {partition[1] if partition[0] == 'memory' else partition[1][0]}"
+    if partition[0] == "frame rows":
+        return f"the frame's rows {partition[1]} to {partition[2] - 1}"
+    if partition[0] == "frame partition":
+        return f"the frame's own partition {partition[1]}"
     if partition[0] == "parquet":
         return f"{os.path.basename(partition[1])} row group {partition[2]}"
     return os.path.basename(partition[1])
@@ -133,9 +144,78 @@ def dense_problems(where: str, counts, sums, want_counts, want_sums, names, slac
             ("distance_sum", sums[1], want_sums[1], slack * want_sums[1]))]
 
 
-def pandas_chunks(partition: tuple):
-    """The trips of one partition as pandas frames, read here, not by the run's reader."""
-    if partition[0] == "synthetic":  # the data's definition, generated on the host
+def in_hand(ctx) -> bool:
+    """Whether the input is a pandas or cuDF frame in this process (not a Dask DataFrame)."""
+    return ctx.source is not None and ctx.source.kind == "memory" and ctx.source.form != "dask"
+
+
+def frame_rows(ctx) -> int:
+    """The rows of a frame in memory: a pandas or cuDF frame's counted here.
+
+    A Dask DataFrame's as the run counted them (the full depth counts them again).
+    """
+    return len(ctx.source.frame) if in_hand(ctx) else ctx.source.rows
+
+
+def own_rows(ctx, start: int, stop: int) -> pd.DataFrame:
+    """Rows ``start:stop`` of a pandas or cuDF frame in hand, its ``COLUMNS``, as pandas."""
+    rows = ctx.source.frame.iloc[start:stop][list(COLUMNS)]
+    return rows.to_pandas() if hasattr(rows, "to_pandas") else rows
+
+
+def frame_problem(ctx) -> str | None:
+    """Where the partitions of a frame in memory do not cover its rows once, in order."""
+    bounds, total = list(ctx.bounds), frame_rows(ctx)
+    starts, stops = [a for a, _ in bounds], [b for _, b in bounds]
+    if (bounds and starts[0] == 0 and stops[-1] == total and starts[1:] == stops[:-1]
+            and all(a <= b for a, b in bounds)):
+        return None
+    return (f"the run's {len(ctx.bounds)} partitions do not cover the frame's {total} rows "
+            f"once, in order ({', '.join(f'{a}:{b}' for a, b in ctx.bounds[:4])}"
+            f"{', ...' if len(ctx.bounds) > 4 else ''})")
+
+
+def cell_rows(ctx, certificate: dict, partition: int, cell: int) -> dict:
+    """A drawn cell's rows: from a pandas or cuDF frame in hand, read again.
+
+    Any other input's: as the run read them (``certificate["sampled"]``).
+    """
+    if not in_hand(ctx):
+        return certificate["sampled"][cell]["rows"]
+    start = ctx.bounds[partition][0] + cell * ctx.cell_rows
+    return cell_columns(own_rows(ctx, start, min(start + ctx.cell_rows,
+                                                 ctx.bounds[partition][1])))
+
+
+def every_partition_again(ctx, partitions: list[tuple]) -> tuple[list, str]:
+    """:func:`tally` of the whole input again, and how it was read, in words.
+
+    Files and synthetic trips: ``partitions``, on the workers. A pandas or cuDF frame in hand:
+    its rows in ranges of ``CSV_CHUNK_ROWS`` of this check's own, here. A Dask DataFrame: its
+    own graph's partitions, on the workers.
+    """
+    if ctx.source is None or ctx.source.kind != "memory":
+        return (replay.on_workers(tally, [(p,) for p in partitions]),
+                f"all {len(partitions)} partitions read again")
+    if ctx.source.form == "dask":
+        parts = ctx.source.frame[list(COLUMNS)].to_delayed()
+        return (replay.on_workers(tally, [(("frame partition", j), part)
+                                          for j, part in enumerate(parts)]),
+                f"all {len(parts)} of the frame's own partitions computed again")
+    total = frame_rows(ctx)
+    ranges = [(a, min(total, a + CSV_CHUNK_ROWS)) for a in range(0, total, CSV_CHUNK_ROWS)]
+    return ([tally(("frame rows", a, b), own_rows(ctx, a, b)) for a, b in ranges],
+            f"all {total} rows of the frame read again")
+
+
+def pandas_chunks(partition: tuple, rows=None):
+    """The trips of one partition as pandas frames, read here, not by the run's reader.
+
+    ``rows``: a frame's rows, read again by the caller (cuDF's copied to the host here).
+    """
+    if rows is not None:
+        yield rows.to_pandas() if hasattr(rows, "to_pandas") else rows
+    elif partition[0] == "synthetic":  # the data's definition, generated on the host
         yield synthetic_partition(partition[1], "pandas")
     elif partition[0] == "parquet":
         import pyarrow.parquet as pq
@@ -179,31 +259,36 @@ def summed(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(tables).groupby(level=[0, 1]).sum()
 
 
-def tally(partition: tuple) -> tuple:
+def cell_columns(chunk: pd.DataFrame) -> dict:
+    """A pandas frame's trips as NumPy columns: times on the wall clock, numbers as float64."""
+    times = chunk["pickup_time"]
+    if getattr(times.dtype, "tz", None) is not None:
+        times = times.dt.tz_localize(None)
+    return {"pickup_time": times.to_numpy(),
+            **{name: _floats(chunk[name]) for name in COLUMNS if name != "pickup_time"}}
+
+
+def tally(partition: tuple, rows=None) -> tuple:
     """``(rows, sums by pandas, problems)`` of one partition read again, on a worker.
 
-    The problems: where its sums by NumPy alone, in the dense table, differ from pandas'.
+    ``rows``: a frame's rows, read again by the caller. The problems: where its sums by NumPy
+    alone, in the dense table, differ from pandas'.
     """
-    rows, by_pandas = 0, []
+    count, by_pandas = 0, []
     counts, sums = np.zeros((HOURS, SLOTS), np.int64), np.zeros((2, HOURS, SLOTS))
-    for chunk in pandas_chunks(partition):
-        rows += len(chunk)
+    for chunk in pandas_chunks(partition, rows):
+        count += len(chunk)
         if len(chunk):
             by_pandas.append(pandas_groups(chunk))
-            times = chunk["pickup_time"]
-            if getattr(times.dtype, "tz", None) is not None:
-                times = times.dt.tz_localize(None)
-            cell = {"pickup_time": times.to_numpy(),
-                    **{name: _floats(chunk[name]) for name in COLUMNS if name != "pickup_time"}}
-            more_counts, more_sums = recomputed_cells([cell])
+            more_counts, more_sums = recomputed_cells([cell_columns(chunk)])
             counts, sums = counts + more_counts[0], sums + more_sums[0]
     total = summed(by_pandas)
     index = (total.index.get_level_values(0).to_numpy(np.int64) * SLOTS
              + _slots(_floats(total.index.get_level_values(1)))[0])
     dense = [np.bincount(index, weights=_floats(total[name]), minlength=HOURS * SLOTS)
              .reshape(HOURS, SLOTS) for name in SUMS]
-    return rows, total, dense_problems(label(partition), dense[0], np.stack(dense[1:]), counts,
-                                       sums, ("by pandas", "by NumPy"), relative_slack(counts))
+    return count, total, dense_problems(label(partition), dense[0], np.stack(dense[1:]), counts,
+                                        sums, ("by pandas", "by NumPy"), relative_slack(counts))
 
 
 def group_name(key: tuple) -> str:

@@ -7,6 +7,12 @@ dense table (on the GPU for GPU workers, which copy just that table to the host)
 are added in a tree of tasks. The client builds no frame: its graph holds partition descriptions
 and functions only.
 
+An input is Parquet or CSV (a row group or a file a partition), or a pandas, cuDF or Dask
+DataFrame in memory (:mod:`daskgpu.data.frame_input`): a pandas or cuDF frame is cut into the
+pipeline's partitions, each sent to the workers once; a Dask DataFrame's own partitions are
+used where they suit (:data:`ROWS_PER_PARTITION`), else its rows are repartitioned, which the
+run's data says. Either way a partition is a range of the table's rows.
+
 This module holds the parameters, ``settle``, the one-process baseline (a pandas or cuDF ETL on
 the concatenated trips), the reported value and ``prepare``, which assembles the workload; the
 reader, the tasks and their tree are in :mod:`pipelines.trips.tasks`, the trips' columns and
@@ -20,14 +26,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from daskgpu.data import frame_input
 from daskgpu.errors import ParameterError
 from daskgpu.toolkit import backends
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.params import (
     Param,
     non_negative_int,
-    optional_path,
     output_path,
+    path_or_frame,
     positive_int,
     refuse_with_input,
 )
@@ -70,8 +77,9 @@ PARAMS = (
           "reported].", "INT"),
     Param("partitions", positive_int, None, "Partitions of the synthetic trips [default: a "
           f"multiple of the worker threads, at most {ROWS_PER_PARTITION:.0e} rows each].", "N"),
-    Param("input", optional_path, None, "Trips from Parquet or CSV (file, directory or glob) "
-          "instead of synthetic ones.", "PATH"),
+    Param("input", path_or_frame, None, "Trips from Parquet or CSV (file, directory or glob) "
+          "instead of synthetic ones (from Python also a pandas, cuDF or Dask DataFrame).",
+          "PATH"),
     Param("output", output_path((".parquet", ".csv")), None, "Write the result table to this "
           ".parquet or .csv file.", "PATH"),
 )
@@ -130,7 +138,8 @@ def default_partitions(rows: int, backend) -> int:
 def settle(backend, values: dict) -> tuple[dict, dict]:
     """Open and check the input once, or choose the synthetic rows and partitions.
 
-    With an ``input``, the options of generated trips (``GENERATED``) are refused.
+    With an ``input``, the options of generated trips (``GENERATED``) are refused. A DataFrame
+    in memory is named in the values by its label (type, rows, columns) and kept in the inputs.
     """
     values = dict(values)
     if values["input"] is not None:
@@ -138,7 +147,9 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
         # Imported here: the workers, which import this module, never open an input.
         from daskgpu.data import table_input
 
-        return values, {"input": table_input.open_table(values["input"], COLUMNS)}
+        source = table_input.open_table(values["input"], COLUMNS, backend=backend)
+        values["input"] = source.path  # a frame in memory: named, never held in the values
+        return values, {"input": source}
     if values["rows"] is None:
         values["rows"] = GPU_DEFAULT_ROWS if backend.is_gpu else CPU_DEFAULT_ROWS
     if values["partitions"] is None:
@@ -149,10 +160,16 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     return values, {}
 
 
-def _partitions(resolved: Resolved) -> tuple[list[tuple], dict]:
-    """What each task reads, and the data's description: synthetic specs, row groups, files."""
+def _partitions(resolved: Resolved, source=None) -> tuple[list[tuple], dict]:
+    """What each task reads, and the data's description: synthetic specs, row groups, files.
+
+    A frame in memory: its row ranges (:func:`_frame_partitions`; ``source``: the input as
+    the run reads it, a Dask DataFrame's rows counted).
+    """
     if resolved["input"] is not None:
-        source = resolved.inputs["input"]
+        source = source if source is not None else resolved.inputs["input"]
+        if source.kind == "memory":
+            return _frame_partitions(source, resolved.backend)
         if source.kind == "parquet":
             parts = [("parquet", file, group)
                      for file, groups in zip(source.files, source.row_groups, strict=True)
@@ -163,6 +180,24 @@ def _partitions(resolved: Resolved) -> tuple[list[tuple], dict]:
     rows, seed = resolved["rows"], resolved["seed"]
     parts = [("synthetic", spec) for spec in partition_specs(rows, seed, resolved["partitions"])]
     return parts, {"source": "synthetic", "seed": seed, "rows": rows}
+
+
+def _frame_partitions(source, backend) -> tuple[list[tuple], dict]:
+    """A frame in memory's partitions ``("memory", number, start, stop)``, and its description.
+
+    A pandas or cuDF frame is cut as synthetic trips are (:func:`default_partitions`); a Dask
+    DataFrame's own partitions are kept where they suit, else its rows are cut the same way and
+    the description says so (``"repartitioned"``).
+    """
+    described = {"source": source.label, "format": "memory", "rows": source.rows}
+    parts = default_partitions(source.rows, backend)
+    if source.form == "dask" and frame_input.suits(source.lengths, parts, ROWS_PER_PARTITION):
+        bounds = frame_input.bounds_of(source.lengths)
+    else:
+        bounds = frame_input.even_bounds(source.rows, parts)
+        if source.form == "dask":
+            described["repartitioned"] = frame_input.repartitioned(source.lengths, parts)
+    return [("memory", i, a, b) for i, (a, b) in enumerate(bounds)], described
 
 
 def _csv_lines(file: str) -> int:
@@ -176,9 +211,11 @@ def _csv_lines(file: str) -> int:
 
 
 def _planned_rows(part: tuple) -> int:
-    """Rows a partition will read: a synthetic one's, a row group's (metadata), a CSV's lines."""
+    """Rows a partition will read: synthetic, a row group's, a CSV's lines, a frame's range."""
     if part[0] == "synthetic":
         return part[1][1]
+    if part[0] == "memory":
+        return part[3] - part[2]
     if part[0] == "parquet":
         import pyarrow.parquet as pq
 
@@ -186,13 +223,18 @@ def _planned_rows(part: tuple) -> int:
     return _csv_lines(part[1])
 
 
-def context(resolved: Resolved, parts: list[tuple]) -> TripsContext:
-    """What the check knows of the run: its data, and the rows each partition will read."""
+def context(resolved: Resolved, parts: list[tuple], source=None) -> TripsContext:
+    """What the check knows of the run: its data, and the rows each partition will read.
+
+    ``source``: the input as the run reads it (a Dask DataFrame's, counted).
+    """
+    source = source if source is not None else resolved.inputs.get("input")
     rows = tuple(_planned_rows(p) for p in parts)
     library = resolved.backend.dataframe_library
     if resolved["input"] is not None:
-        return TripsContext(library, rows, source=resolved.inputs["input"],
-                            output=resolved["output"])
+        bounds = tuple((p[2], p[3]) for p in parts if p[0] == "memory")
+        return TripsContext(library, rows, source=source, output=resolved["output"],
+                            bounds=bounds)
     return TripsContext(library, rows, resolved["seed"], resolved["rows"],
                         resolved["partitions"], output=resolved["output"])
 
@@ -213,6 +255,8 @@ def cell_plan(ctx: TripsContext) -> list[dict]:
 def _read_pandas(source) -> pd.DataFrame:
     import pandas as pd
 
+    if source.kind == "memory":
+        return frame_input.whole(source, COLUMNS).reset_index(drop=True)
     if source.kind == "parquet":
         return pd.concat([pd.read_parquet(f, columns=list(COLUMNS)) for f in source.files],
                          ignore_index=True)
@@ -276,12 +320,18 @@ def prepare(resolved: Resolved) -> Workload:
     """Build the lazy ETL over synthetic or input trips."""
     backends.require_dataframe_library(resolved.backend, "trips-pipeline")
     output = resolved["output"]
-    parts, described = _partitions(resolved)
+    source = resolved.inputs.get("input")
+    if source is not None and source.kind == "memory":
+        source = frame_input.counted(source)  # a Dask DataFrame's rows, counted on the cluster
+    parts, described = _partitions(resolved, source)
     described["partitions"] = len(parts)
     elements = described["rows"]
-    ctx = context(resolved, parts)
+    ctx = context(resolved, parts, source)
+    data = None
+    if ctx.bounds:  # each range sent to the workers once, or the Dask DataFrame's own graph
+        data = frame_input.row_ranges(source, ctx.bounds, COLUMNS)
     return Workload(
-        collection=tree(parts, resolved.backend.to_device(), cell_plan(ctx)),
+        collection=tree(parts, resolved.backend.to_device(), cell_plan(ctx), data),
         bytes_are="generated" if resolved["input"] is None else "read",
         elements=elements,
         nbytes=elements * 7 * 8,

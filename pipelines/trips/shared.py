@@ -1,8 +1,9 @@
 """trips-pipeline's trips: their columns and synthetic partitions (the run and check share them).
 
 The columns the ETL reads (``COLUMNS``), the definition of the synthetic trips and how they are
-split into partitions. The run reads them with its own reader (``host_chunks`` in
-:mod:`pipelines.trips.tasks`); the check reads them its own way.
+split into partitions (an input's partitions: Parquet row groups, CSV files, or row ranges of a
+DataFrame in memory, ``("memory", number, start, stop)``). The run reads them with its own
+reader (``host_chunks`` in :mod:`pipelines.trips.tasks`); the check reads them its own way.
 
 Also the geometry of the run's certificates, which the fast check reads: each partition is cut
 into cells of ``CELL_ROWS`` consecutive rows (in the order the partition is read), and each
@@ -113,10 +114,14 @@ class TripsContext:
         The rows each partition was planned to read, in order (the cells were cut from these).
     seed, rows, partitions : int, optional
         Synthetic trips' seed, rows and partitions (None for an input).
-    source : TableSource, optional
-        The input (its ``kind``, ``files`` and ``rows``), or None for synthetic trips.
+    source : TableSource or FrameSource, optional
+        The input (its ``kind``, ``rows``, and a file's ``files`` or a frame in memory's
+        ``frame`` and ``form``), or None for synthetic trips.
     output : str, optional
         Where the table is written.
+    bounds : tuple of (int, int)
+        A frame in memory: the rows ``[start, stop)`` of the table (the frame's rows in order)
+        that each partition reads; empty otherwise.
     """
 
     library: str
@@ -126,6 +131,7 @@ class TripsContext:
     partitions: int | None = None
     source: Any = None
     output: str | None = None
+    bounds: tuple[tuple[int, int], ...] = ()
 
     @property
     def sample_seed(self) -> int:

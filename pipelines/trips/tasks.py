@@ -1,12 +1,14 @@
 """What trips-pipeline runs on the workers: a fused kernel pass per partition, and the tree.
 
-:func:`partial_sums` is one task: it reads one partition (a synthetic one, a Parquet row group
-or a CSV file) once, only the needed columns (:func:`host_chunks`, the run's reader; cuDF on a
-GPU worker), passes its columns through ``daskgpu.kernels.trips.trip_sums`` (on the GPU for GPU
-workers, which copy just the small dense table to the host) and groups the rare trips outside
-the dense table exactly. :func:`tree` builds the graph: a task per partition, their tables added
+:func:`partial_sums` is one task: it reads one partition (a synthetic one, a Parquet row group,
+a CSV file, or a range of a DataFrame's rows, which arrives as the task's argument) once, only
+the needed columns (:func:`host_chunks`, the run's reader; cuDF on a GPU worker), passes its
+columns through ``daskgpu.kernels.trips.trip_sums`` (on the GPU for GPU workers, which copy
+just the small dense table to the host) and groups the rare trips outside the dense table
+exactly. :func:`tree` builds the graph: a task per partition, their tables added
 ``TREE_WIDTH`` at a time, and the summed table by (hour, passengers) at the root. The graph holds
-partition descriptions and functions only: the client builds no frame.
+partition descriptions and functions only (and a frame in memory's rows, sent once): the client
+builds no frame.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 import dask
 import numpy as np
 
+from daskgpu.data import frame_input
 from daskgpu.toolkit import backends
 from pipelines.trips.shared import (
     CELL_ROWS,
@@ -95,17 +98,22 @@ def _pandas_values(series: pd.Series) -> np.ndarray:
     return series.to_numpy()
 
 
-def host_chunks(partition: tuple):
+def host_chunks(partition: tuple, data=None):
     """The needed columns of one partition as dicts of NumPy arrays, read here, once.
 
-    ``partition`` is ``("synthetic", spec)``, ``("parquet", file, row group)`` or
-    ``("csv", file)`` (read in chunks of ``CSV_CHUNK_ROWS``). Only ``COLUMNS`` are read;
-    ``pickup_time`` is ``datetime64`` on the wall clock, NaT where missing; numbers with missing
-    values are float64 with NaN.
+    ``partition`` is ``("synthetic", spec)``, ``("parquet", file, row group)``,
+    ``("csv", file)`` (read in chunks of ``CSV_CHUNK_ROWS``) or ``("memory", number, start,
+    stop)``, whose rows are ``data`` (a pandas frame; cuDF's are copied to the host). Only
+    ``COLUMNS`` are read; ``pickup_time`` is ``datetime64`` on the wall clock, NaT where
+    missing; numbers with missing values are float64 with NaN.
     """
     kind = partition[0]
     if kind == "synthetic":
         yield synthetic_columns(partition[1])
+    elif kind == "memory":
+        frame = data.to_pandas() if frame_input.library(data) == "cudf" else data
+        if len(frame):
+            yield {name: _pandas_values(frame[name]) for name in COLUMNS}
     elif kind == "parquet":
         import pyarrow.parquet as pq
 
@@ -125,6 +133,11 @@ def host_chunks(partition: tuple):
                 yield {name: _pandas_values(chunk[name]) for name in COLUMNS}
 
 
+def _host_chunks(partition: tuple, data):
+    """:func:`host_chunks` of a partition, with a frame's rows where it has them."""
+    return host_chunks(partition) if data is None else host_chunks(partition, data)
+
+
 def _kernel_columns(chunk: dict) -> tuple:
     """``(ticks, ticks per hour, *VALUES)`` of a chunk read on the host."""
     times = chunk["pickup_time"]
@@ -134,28 +147,39 @@ def _kernel_columns(chunk: dict) -> tuple:
             *(chunk[name] for name in VALUES))
 
 
-def _device_chunks(partition: tuple, to_device):
-    """The partition's kernel columns on this worker's GPU (cuDF reads the files there)."""
-    if partition[0] == "synthetic":
-        for chunk in host_chunks(partition):
+def _device_chunks(partition: tuple, to_device, data=None):
+    """The partition's kernel columns on this worker's GPU.
+
+    cuDF reads the files there; a frame's cuDF rows are used where they are, pandas rows are
+    copied to the device.
+    """
+    if partition[0] == "synthetic" or (partition[0] == "memory"
+                                       and frame_input.library(data) != "cudf"):
+        for chunk in _host_chunks(partition, data):
             ticks, per_hour, *values = _kernel_columns(chunk)
             yield len(ticks), (to_device(ticks), per_hour, *(to_device(v) for v in values)), chunk
         return
-    frame = backends.read_table_gpu(partition[0], partition[1], COLUMNS,
-                                    partition[2] if partition[0] == "parquet" else None,
-                                    dates=["pickup_time"])
+    if partition[0] == "memory":
+        frame = data
+    else:
+        frame = backends.read_table_gpu(partition[0], partition[1], COLUMNS,
+                                        partition[2] if partition[0] == "parquet" else None,
+                                        dates=["pickup_time"])
     columns = backends.device_columns(frame, COLUMNS)
     ticks, dtype = columns["pickup_time"]
     yield len(frame), (ticks, _kernel().ticks_per_hour(dtype),
                        *(columns[name] for name in VALUES)), columns
 
 
-def _chunks(partition: tuple, to_device):
-    """``(rows, kernel columns, the columns as read)`` of each chunk of a partition."""
+def _chunks(partition: tuple, to_device, data=None):
+    """``(rows, kernel columns, the columns as read)`` of each chunk of a partition.
+
+    ``data``: a frame's rows, for a ``("memory", ...)`` partition.
+    """
     if to_device is not None:
-        yield from _device_chunks(partition, to_device)
+        yield from _device_chunks(partition, to_device, data)
     else:
-        for chunk in host_chunks(partition):
+        for chunk in _host_chunks(partition, data):
             yield len(chunk["pickup_time"]), _kernel_columns(chunk), chunk
 
 
@@ -228,7 +252,8 @@ def _certificate(partition: tuple, rows: int, pieces: list[dict], outside) -> di
             "sampled": {k: v for p in pieces for k, v in p["sampled"].items()}}
 
 
-def partial_sums(partition: tuple, to_device=None, cells: dict | None = None) -> dict:
+def partial_sums(partition: tuple, to_device=None, cells: dict | None = None,
+                 data=None) -> dict:
     """One partition read and summed by the fused kernel, on a worker: a small host table.
 
     ``{"rows", "counts", "sums", "outside", "certificates"}``: rows read, the kernel's dense
@@ -236,13 +261,15 @@ def partial_sums(partition: tuple, to_device=None, cells: dict | None = None) ->
     passengers are outside the dense table (``None`` when there are none, the usual case), and
     a one-item list: the partition's certificate for the fast check (see :func:`_cell_sums`).
     ``cells`` says the cells' rows, the seed of their projections and which cells are sampled
-    (default: the backend's cells, none sampled).
+    (default: the backend's cells, none sampled). ``data``: the rows of a ``("memory", ...)``
+    partition (a pandas or cuDF frame), which the graph hands in.
     """
     if cells is None:
         cells = {"rows": CELL_ROWS["pandas" if to_device is None else "cudf"], "seed": 0,
                  "sampled": ()}
     rows, pieces, outside = 0, [], []
-    for n, columns, as_read in _chunks(partition, to_device):
+    chunks = _chunks(partition, to_device) if data is None else _chunks(partition, to_device, data)
+    for n, columns, as_read in chunks:
         if n:
             piece = _cell_sums(n, columns, as_read, cells, rows // cells["rows"])
             pieces.append(piece)
@@ -301,14 +328,19 @@ def _result(total: dict) -> dict:
             "partitions": total["certificates"]}
 
 
-def tree(parts: list[tuple], to_device, cells: list[dict]):
+def tree(parts: list[tuple], to_device, cells: list[dict], data: list | None = None):
     """The summed table: a task per partition, their tables added ``TREE_WIDTH`` at a time.
 
-    ``cells[i]`` is partition ``i``'s cell plan (see :func:`partial_sums`); the result also
-    holds every partition's certificate, in order (``partitions``).
+    ``cells[i]`` is partition ``i``'s cell plan (see :func:`partial_sums`); ``data[i]``, for
+    a frame in memory, its rows (a Future or a Delayed: the task receives them). The result
+    also holds every partition's certificate, in order (``partitions``).
     """
-    level = [dask.delayed(partial_sums, pure=True)(p, to_device, c)
-             for p, c in zip(parts, cells, strict=True)]
+    if data is None:
+        level = [dask.delayed(partial_sums, pure=True)(p, to_device, c)
+                 for p, c in zip(parts, cells, strict=True)]
+    else:
+        level = [dask.delayed(partial_sums, pure=True)(p, to_device, c, rows)
+                 for p, c, rows in zip(parts, cells, data, strict=True)]
     while len(level) > 1:
         level = [dask.delayed(_merged, pure=True)(*level[i:i + TREE_WIDTH])
                  for i in range(0, len(level), TREE_WIDTH)]
