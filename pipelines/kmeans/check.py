@@ -4,7 +4,9 @@ The run reports sums per cell of consecutive points beside its answer (Lloyd's t
 iteration but the last; k-means||'s costs, sampled points and weights). Both depths recompute,
 a task a shard (:mod:`.check_replay`), on the points the run kept (``fast``) or on every shard
 drawn or read again (``full``): the cells of the plan (a seeded sample, or all), the last
-iteration (or all) over all points, the initialisation, the outputs. See ``docs/pipelines``.
+iteration (or all) over all points, the initialisation, the outputs. An input, file or array
+in memory, is read again through :func:`daskgpu.verification.replay.region`, apart from the
+run's graph. See ``docs/pipelines``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class Plans(NamedTuple):
 def plans(ctx: KMeansContext, iterations: int, depth: str) -> Plans:
     """Every cell at ``full``; at ``fast`` a seeded sample (a tenth caught at 99.9 %)."""
     lloyd = (iterations - 1) * ctx.cells(ctx.lloyd_rows(iterations)).total
-    return Plans(*(Plan.at(depth, total, Sampler(ctx.seed, purpose), unit=unit)
+    return Plans(*(Plan.at(depth, total, Sampler(ctx.check_seed, purpose), unit=unit)
                    for total, purpose, unit in (
                        (lloyd, "lloyd cells", "Lloyd cells"),
                        (ctx.cells(ctx.cell_rows).total, "cells", "cells"),
@@ -215,12 +217,13 @@ def recompute(ctx: KMeansContext, r: Reported, verdict) -> None:
                                              "check read them"):
         return
     r.plans = plans(ctx, r.iterations, verdict.depth)
-    r.probes = Sampler(ctx.seed, "probes").normal((ctx.features, PROBES)) if fast else None
+    r.probes = Sampler(ctx.check_seed, "probes").normal((ctx.features, PROBES)) if fast else None
     last = r.iterations - 1  # the last iteration's centroids before, and after it
     sets, index = np.unique(r.trajectory[last:], axis=0, return_inverse=True)
     jobs, rows = _jobs(ctx, r, fast, sets)
-    r.shards = replay.on_workers(again.shard_again, [(kept[i] if fast else None, job)
-                                                     for i, job in enumerate(jobs)])
+    r.shards = replay.on_workers(again.shard_again, [
+        (kept[i] if fast else None, job, _read_again(ctx, job, fast))
+        for i, job in enumerate(jobs)])
     add = functools.partial(functools.reduce, operator.add)
     r.whole = {last + i: add(part.whole[j] for part in r.shards)
                for i, j in enumerate(np.asarray(index).reshape(-1))}
@@ -230,6 +233,16 @@ def recompute(ctx: KMeansContext, r: Reported, verdict) -> None:
     r.picked = np.empty((len(rows), ctx.features))
     for job, part in zip(jobs, r.shards, strict=True):
         r.picked[(rows >= job.start) & (rows < job.start + job.rows)] = part.picked
+
+
+def _read_again(ctx: KMeansContext, job: again.Job, fast: bool):
+    """An input's points read again for a shard's job (lazily): its planned cells, or all."""
+    if ctx.random:
+        return None
+    spans = [(job.start + c * job.cell, job.start + min((c + 1) * job.cell, job.rows))
+             for c in job.cells] if fast else [(job.start, job.start + job.rows)]
+    read = [replay.region(ctx.source, (slice(*span), slice(None)), ctx.dtype) for span in spans]
+    return read if fast else read[0]
 
 
 def _by_shard(ctx: KMeansContext, plan: Plan, rows: int, iterations: bool = False) -> list:
@@ -256,7 +269,7 @@ def _jobs(ctx: KMeansContext, r: Reported, fast: bool, sets: np.ndarray) -> tupl
                                              ctx.label_rows, tuple(labelled[i]))
         jobs.append(again.Job(
             i, int(edges[i]), int(size), ctx.features, ctx.seed, ctx.clusters, ctx.dtype,
-            ctx.library, None if ctx.random else (ctx.source.path, ctx.source.kind), sets,
+            ctx.library, None if ctx.random else ctx.source.path, sets,
             tuple((t, c, r.trajectory[t]) for t, c in pairs[i]), ctx.lloyd_rows(r.iterations),
             r.probes, rows[(rows >= edges[i]) & (rows < edges[i + 1])] - edges[i],
             _sampling(ctx, r.init, i) if kmeans_parallel else None, tuple(cells[i]),

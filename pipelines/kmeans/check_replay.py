@@ -1,7 +1,8 @@
 """kmeans-pipeline's recomputations: :func:`shard_again`, a task a shard, where it lives.
 
-On the points the run kept (``fast``) or the shard drawn or read again (``full``), in float64,
-with code of the check's own. A squared distance is known only up to rounding
+On the points the run kept (``fast``) or the shard drawn or read again (``full``: an input's
+rows as :func:`daskgpu.verification.replay.region` reads them, a file's or an array's in
+memory), in float64, with code of the check's own. A squared distance is known only up to rounding
 (:func:`distance_error`): a point within both errors of two centroids may be nearest either,
 and the totals count such points apart (``near``).
 """
@@ -318,6 +319,7 @@ class Job:
 
     Totals of the centroid sets ``whole`` and of ``pairs`` ``(t, cell, centroids)``; the points
     at rows ``picked``; k-means|| ``cells`` weighed and replayed (an input's re-read, if kept).
+    ``source``: the input's name, or None for generated points.
     """
 
     index: int
@@ -328,7 +330,7 @@ class Job:
     clusters: int | None
     dtype: str
     library: str
-    source: tuple | None
+    source: str | None
     whole: np.ndarray
     pairs: tuple
     lloyd_cell: int
@@ -355,17 +357,20 @@ class Again:
     differ: int = -1
 
 
-def shard_again(x, job: Job) -> Again:
-    """Recompute ``job`` on a shard: ``x``, the kept one, or None: drawn or read (``source``)."""
+def shard_again(x, job: Job, read=None) -> Again:
+    """Recompute ``job`` on a shard: ``x``, the kept one, or None: drawn, or ``read`` again.
+
+    ``read``: an input's rows read again (:func:`daskgpu.verification.replay.region`): with
+    ``x``, those of the job's ``cells``, one array each; else the whole shard's.
+    """
     xp = importlib.import_module(job.library)
     blobs, compared, differ = None, 0, -1
     if x is not None:
-        blobs, compared, differ = kept_data(xp, x, job)
+        blobs, compared, differ = kept_data(xp, x, job, read or ())
     elif job.source is None:
         x, blobs = drawn(job, job.rows)
     else:
-        x = xp.asarray(replay.read(*job.source, (slice(job.start, job.start + job.rows),),
-                                   job.dtype))
+        x = xp.asarray(np.asarray(read, dtype=job.dtype))
     finite, size = job.source is not None, job.lloyd_cell
     whole = lloyd_totals(xp, x, job.whole, job.probes, job.dtype, finite)
     pairs = [(t, c, lloyd_totals(xp, x[c * size:(c + 1) * size], centroids[None], job.probes,
@@ -377,23 +382,22 @@ def shard_again(x, job: Job) -> Again:
     return Again(whole, pairs, picked, init, wrong, labels, blobs, compared, differ)
 
 
-def kept_data(xp, x, job: Job) -> tuple:
+def kept_data(xp, x, job: Job, read=()) -> tuple:
     """The kept points against their source: ``(blobs, compared, differ)``.
 
     Their blobs and (NumPy's generator draws in order) first cell drawn again; or an input's
-    planned ``cells`` read again.
+    planned ``cells``, ``read`` again (one array each).
     """
     if job.source is None:
         compared = min(job.cell, x.shape[0]) if job.library == "numpy" else 0
         points, blobs = drawn(job, compared)
         same = (x[:compared] == points).all(axis=1)
         return blobs, compared, -1 if bool(same.all()) else int(np.argmin(same))
-    compared, differ, stored = 0, -1, replay.stored(*job.source)
-    for c in job.cells:
+    compared, differ = 0, -1
+    for c, again in zip(job.cells, read, strict=True):
         first, stop = c * job.cell, min((c + 1) * job.cell, x.shape[0])
-        read = np.asarray(stored[job.start + first:job.start + stop]).astype(job.dtype)
-        kept = to_host(x[first:stop])
-        same = ((kept == read) | (np.isnan(kept) & np.isnan(read))).all(axis=1)
+        again, kept = np.asarray(again, dtype=job.dtype), to_host(x[first:stop])
+        same = ((kept == again) | (np.isnan(kept) & np.isnan(again))).all(axis=1)
         compared += len(same)
         if differ < 0 and not same.all():
             differ = first + int(np.argmin(same))

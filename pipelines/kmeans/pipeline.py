@@ -10,11 +10,13 @@ driver (:mod:`daskgpu.toolkit.data_parallel`); the initialisation and the iterat
 (``compute_s``). A centroid that no point is nearest keeps its place (the empty-cluster rule).
 It stops when no centroid moves more than ``--tol`` or after ``--max-iter`` iterations.
 With ``--input`` the points are read from a ``.npy`` file or Zarr array instead, each shard a
-range of its rows read on its worker (:mod:`pipelines.kmeans.inputs`). The result reports what the
-initialisation chose (``init``: k-means||'s candidates as global rows, their points, weights,
-sampling rounds and costs), small, so that it can be checked. With ``--labels`` one more pass
-after the last iteration writes every point's nearest final centroid from where its shard lives
-(:mod:`pipelines.kmeans.labels`).
+range of its rows read on its worker, or (from Python) taken from a NumPy, CuPy or Dask array,
+each shard one block of the object's own graph (:mod:`pipelines.kmeans.inputs`); the run's
+seeded choices (the initialisation) then draw from ``--seed``, or a fresh seed, reported. The
+result reports what the initialisation chose (``init``: k-means||'s candidates as global rows,
+their points, weights, sampling rounds and costs), small, so that it can be checked. With
+``--labels`` one more pass after the last iteration writes every point's nearest final
+centroid from where its shard lives (:mod:`pipelines.kmeans.labels`).
 :mod:`pipelines.kmeans.check` verifies every iteration, on the points the run kept (``fast``) or
 on data it draws or reads again its own way (``full``).
 """
@@ -27,6 +29,7 @@ import time
 import dask
 import numpy as np
 
+from daskgpu.data import array_input
 from daskgpu.errors import ParameterError
 from daskgpu.toolkit import backends, data_parallel, sizing
 from daskgpu.toolkit import output as output_files
@@ -37,17 +40,25 @@ from daskgpu.toolkit.params import (
     chunks,
     finite_float,
     non_negative_int,
-    optional_path,
     output_path,
+    path_or_array,
     positive_int,
 )
-from daskgpu.toolkit.registry import Resolved, Workload, pipeline
+from daskgpu.toolkit.registry import Resolved, Workload, fresh_seed, pipeline
 from daskgpu.toolkit.timing import timed
 from pipelines.kmeans import SUMMARY
 from pipelines.kmeans.baseline import InProcess, one_process_lloyd
 from pipelines.kmeans.check import CHECK
 from pipelines.kmeans.init import initial_centroids
-from pipelines.kmeans.inputs import make_input_shard, open_input, reader_of
+from pipelines.kmeans.inputs import (
+    make_input_shard,
+    make_memory_shard,
+    memory_blocks,
+    memory_chunks,
+    open_input,
+    place_blocks,
+    reader_of,
+)
 from pipelines.kmeans.labels import create as create_labels
 from pipelines.kmeans.labels import write_labels
 from pipelines.kmeans.shared import Kept, KMeansContext
@@ -90,15 +101,17 @@ PARAMS = (
           "GPU), or N.", "auto|N"),
     Param("dtype", choice(("float32", "float64")), "float32", "Element type of the points.",
           "float32|float64", ("float32", "float64")),
-    Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
+    Param("seed", non_negative_int, None, "Random seed of the points and the initialisation "
+          "[default: fresh, reported].", "INT"),
     Param("output", output_path((".npy", ".zarr", ".csv")), None, "Write the final centroids "
           "to this .npy file or Zarr array (k x features float64) or .csv table (one row per "
           "centroid).", "PATH"),
     Param("labels", output_path((".npy", ".zarr")), None, "Write each point's nearest final "
           "centroid to this .npy file or Zarr array (int32, one per point; -1 for a point with "
           "a NaN or infinite coordinate).", "PATH"),
-    Param("input", optional_path, None, "Cluster the points of this samples x features .npy "
-          "file or Zarr array (float32 or float64).", "PATH"),
+    Param("input", path_or_array, None, "Cluster the points of this samples x features .npy "
+          "file or Zarr array (float32 or float64; from Python also a NumPy, CuPy or Dask "
+          "array).", "PATH"),
 )
 DEFAULT_FEATURES, DEFAULT_CLUSTERS = 32, 16
 
@@ -117,9 +130,11 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
     values = dict(values)
     inputs: dict = {}
     if values["input"] is not None:
-        inputs = {"input": open_input(values, _default("dtype"), PARAMS)}
+        inputs = {"input": open_input(values, _default("dtype"), PARAMS, backend)}
         if values["k"] is None:
             values["k"] = DEFAULT_CLUSTERS
+        if values["seed"] is None:  # the initialisation draws: a fresh seed, reported
+            values["seed"] = fresh_seed()
     else:
         for name, default in (("features", DEFAULT_FEATURES), ("clusters", DEFAULT_CLUSTERS)):
             if values[name] is None:
@@ -210,6 +225,9 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     sizes = _sizes(resolved)
     xp = importlib.import_module(resolved.backend.array_library)
     make, arguments = _shard_calls(resolved, sizes)
+    if _in_memory(resolved):  # the blocks of the object's graph, computed here
+        arguments = [(block, *rest) for block, (_, *rest) in zip(
+            dask.compute(*(args[0] for args in arguments)), arguments, strict=True)]
     shards = [make(*args) for args in arguments]
     start, _ = initial_centroids(InProcess(), shards, sizes, resolved["seed"], resolved["k"],
                                  resolved["init"])
@@ -224,8 +242,7 @@ def prepare(resolved: Resolved) -> Workload:
     """Make the shards on the workers (kept there), and build the task that clusters them."""
     client = data_parallel.run_client("kmeans-pipeline")
     sizes = _sizes(resolved)
-    futures = data_parallel.place(client, *_shard_calls(resolved, sizes))
-    data_parallel.wait_kept(client, futures)
+    futures = _placed(client, resolved, sizes)
     shards = data_parallel.ShardKeys.holding(futures)
     (samples, features), k = shape_of(resolved.values, resolved.inputs), resolved["k"]
     source = resolved.inputs.get("input")
@@ -250,6 +267,8 @@ def prepare(resolved: Resolved) -> Workload:
         description={
             "source": (f"{resolved['clusters']} Gaussian blobs, seed {resolved['seed']}"
                        if source is None else source.path),
+            **({} if source is None else {"format": source.kind, **array_input.rechunking(
+                source, memory_chunks(source, sizes))}),
             "shape": [samples, features],
             "k": k,
             "shards": f"{len(sizes)} of up to {sizes[0]} points",
@@ -281,9 +300,41 @@ def _sizes(resolved: Resolved) -> tuple[int, ...]:
     return shard_sizes(samples, per_shard)
 
 
+def _in_memory(resolved: Resolved) -> bool:
+    source = resolved.inputs.get("input")
+    return source is not None and source.in_memory
+
+
+def _placed(client, resolved: Resolved, sizes) -> list:
+    """The shards made on the workers and kept there: their futures, once all are made.
+
+    An array in memory's blocks are computed first (the object's own graph, on the cluster);
+    each shard is then its block copied where the block is, the shards kept balanced
+    (:func:`pipelines.kmeans.inputs.place_blocks`).
+    """
+    make, arguments = _shard_calls(resolved, sizes)
+    if not _in_memory(resolved):
+        futures = data_parallel.place(client, make, arguments)
+        data_parallel.wait_kept(client, futures)
+        return futures
+    blocks = client.compute([args[0] for args in arguments])
+    data_parallel.wait_kept(client, blocks)
+    futures = place_blocks(client, blocks, *arguments[0][1:])
+    data_parallel.wait_kept(client, futures)
+    for block in blocks:  # the shards hold copies; a lost shard is made again from the graph
+        block.release()
+    return futures
+
+
 def _shard_calls(resolved: Resolved, sizes) -> tuple:
-    """The function making a shard, and its arguments for each shard."""
+    """The function making a shard, and its arguments for each shard.
+
+    An array in memory's first argument is its lazy block (:func:`memory_blocks`).
+    """
     dtype, library = resolved["dtype"], resolved.backend.array_library
+    if _in_memory(resolved):
+        blocks = memory_blocks(resolved.inputs["input"], sizes, resolved.backend)
+        return make_memory_shard, [(block, dtype, library) for block in blocks]
     if "input" in resolved.inputs:
         reader, starts = reader_of(resolved.inputs["input"]), np.cumsum((0, *sizes))
         return make_input_shard, [(reader, int(starts[i]), int(starts[i + 1]), dtype, library)

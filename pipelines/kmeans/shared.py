@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from daskgpu.verification import Cells
+from daskgpu.verification import Cells, run_seed
 
 #: ``spawn_key`` parts: the blobs' centres, a shard's points, the initial centroids.
 CENTRES, POINTS, INIT = 0, 1, 2
@@ -150,7 +150,7 @@ class KMeansContext:
     output, labels : str, optional
         Where ``--output`` and ``--labels`` go.
     source : ArraySource, optional
-        The input (its ``path`` and ``kind``), or None for generated points.
+        The input (a file, or an array in memory), or None for generated points.
     """
 
     kept: Kept
@@ -174,6 +174,23 @@ class KMeansContext:
     def random(self) -> bool:
         """Whether the points are generated blobs (not an input)."""
         return self.source is None
+
+    @property
+    def check_seed(self) -> int:
+        """The seed of the check's own choices (its samples of cells, its probes).
+
+        Generated points': the run's; an input's: derived from its shape
+        (:func:`daskgpu.verification.run_seed`), so that the same input is checked the same way
+        whatever seed its initialisation drew.
+        """
+        return run_seed(self.seed if self.random else None, self.samples, self.features)
+
+    @property
+    def input_named(self) -> str:
+        """How the check's lines name where the points come from again."""
+        if self.random:
+            return "its seed"
+        return "the input array" if self.source.in_memory else "the input's file"
 
     @property
     def blobs_known(self) -> bool:
