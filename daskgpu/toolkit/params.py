@@ -215,17 +215,6 @@ def optional_path(value: Any) -> str | None:
     return text or None
 
 
-def path_or_array(value: Any) -> Any:
-    """A path as text (as :func:`optional_path`), or an array in memory passed on as it is.
-
-    The pipeline's ``settle`` opens either (:func:`daskgpu.data.array_input.open_array`),
-    refusing what is neither in one line.
-    """
-    if value is None or isinstance(value, (str, os.PathLike)):
-        return optional_path(os.fspath(value) if value is not None else "")
-    return value
-
-
 def finite_float(value: Any) -> float:
     """A finite real number."""
     if isinstance(value, bool):
@@ -290,23 +279,31 @@ def output_path(suffixes: Sequence[str]) -> Callable[[Any], str | None]:
     return parse
 
 
-def path_or_frame(value: Any) -> Any:
-    """A path as text (as :func:`optional_path`), or a table in memory passed on as it is.
+def path_or_object(accepted: str) -> Callable[[Any], Any]:
+    """A parser of an input: a path as text (as :func:`optional_path`), or an object passed on.
 
-    For a table input: a pandas, cuDF or Dask DataFrame is never turned into text. The
-    pipeline's ``settle`` opens either (:func:`daskgpu.data.table_input.open_table`), refusing
-    what is neither a path nor a table in one line (an ``InputTypeError`` for a list, say). A
-    number is refused here: it is neither, and text made of it would be taken for a path.
+    The pipeline's ``settle`` opens either, refusing in one line what it cannot read (an
+    ``InputTypeError`` for a list, say). A number is refused here: it is neither a path nor
+    data, and text made of it would be taken for a path. ``accepted`` says what works.
 
-    >>> path_or_frame(" trips.parquet "), path_or_frame(b"t.csv")
-    ('trips.parquet', 't.csv')
+    >>> path_or_array(" x.npy "), path_or_frame(b"t.csv")
+    ('x.npy', 't.csv')
     """
-    import numbers  # only this parser needs it
+    import numbers  # only these parsers need it
 
-    if value is None or isinstance(value, (str, bytes, os.PathLike)):
-        return optional_path(os.fsdecode(value) if value is not None else "")
-    if isinstance(value, numbers.Number):
-        name = type(value).__name__
-        raise TypeError(f"{'an' if name[:1] in 'aeiou' else 'a'} {name} is not an input daskgpu "
-                        "reads; give a path (Parquet or CSV) or a pandas, cuDF or Dask DataFrame")
-    return value
+    def parse(value: Any) -> Any:
+        if value is None or isinstance(value, (str, bytes, os.PathLike)):
+            return optional_path(os.fsdecode(value) if value is not None else "")
+        if isinstance(value, numbers.Number):
+            name = type(value).__name__
+            raise TypeError(f"{'an' if name[:1] in 'aeiou' else 'a'} {name} is not an input "
+                            f"daskgpu reads; give {accepted}")
+        return value
+
+    return parse
+
+
+#: An array input: a ``.npy`` file or Zarr array, or a NumPy, CuPy or Dask array in hand.
+path_or_array = path_or_object("a path (.npy file or Zarr array) or a NumPy, CuPy or Dask array")
+#: A table input: Parquet or CSV files, or a pandas, cuDF or Dask DataFrame in hand.
+path_or_frame = path_or_object("a path (Parquet or CSV) or a pandas, cuDF or Dask DataFrame")
