@@ -205,7 +205,8 @@ def test_the_benchmarks_small_twin_compares_the_answers_before_a_ratio(cpu_clien
     measured = bench.measure(bench.Config.small(), session=cpu_client)
     shown = capsys.readouterr().out
     assert measured.compared == bench.COMPARED and "answers agree" in shown
-    assert measured.ratio > 0 and 0 < measured.verify_share < 1
+    assert measured.ratio > 0 and measured.held_ratio > 0 and 0 < measured.verify_share < 1
+    assert len(measured.ours_s) == len(measured.held_s) == len(measured.theirs_s) == 1
     original = bench.sklearn_fit
 
     def off(x, config):
