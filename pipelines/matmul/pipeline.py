@@ -11,7 +11,8 @@ never gathered: each block of C is reduced where it is made, in the same task, t
 Frobenius norm and the sum of C plus the per-block material :mod:`pipelines.matmul.check`
 verifies (Freivalds' check per block against A (B R) recomputed apart, sampled cells as dot
 products). The operands, the per-block reduction and the result's assembly are built in
-:mod:`pipelines.matmul.tasks`. ``--output`` writes C itself (Zarr or ``.npy``), atomically.
+:mod:`pipelines.matmul.tasks`. ``--output`` writes C itself (Zarr or ``.npy``), atomically; a run
+from Python keeps C's blocks on the workers and gives it as ``value["product"]``, a Dask array.
 
 Blocks: :mod:`pipelines.matmul.layout`; the single-device peak measured at the start of a run:
 :mod:`pipelines.matmul.peak`.
@@ -48,7 +49,7 @@ from pipelines.matmul import SUMMARY, shared
 from pipelines.matmul import layout as matmul_layout
 from pipelines.matmul import peak as matmul_peak
 from pipelines.matmul.check import CHECK
-from pipelines.matmul.tasks import assemble, operands, summaries
+from pipelines.matmul.tasks import operands, result
 
 CPU_DEFAULT_SIZE = 4000
 DTYPES = ("float64", "float32")
@@ -198,8 +199,7 @@ def prepare(resolved: Resolved) -> Workload:
     dtype = np.result_type(a.dtype, b.dtype)
     check_seed = shared.check_seed(resolved["seed"], (n, k, m))
     c = da.matmul(a, b)
-    packed = summaries(c, check_seed, backend.array_library)
-    parts = {"result": dask.delayed(assemble, pure=True)(packed, c.chunks[0])}
+    parts = {"result": result(c, check_seed, backend.array_library)}
     outputs = []
     if output is not None:
         write, temporary = output_files.store_array(c, output)
@@ -236,4 +236,5 @@ def prepare(resolved: Resolved) -> Workload:
         outputs=outputs,
         present=lambda workload, raw: {"frobenius_norm": raw["result"]["frobenius_norm"],
                                        "sum": raw["result"]["sum"]},
+        on_workers={"product": c},
     )

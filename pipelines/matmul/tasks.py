@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import math
 
+import dask
 import dask.array as da
 import numpy as np
 
@@ -61,15 +62,19 @@ def operands(resolved: Resolved) -> tuple[da.Array, da.Array, dict]:
 # --------------------------------------------------------------------------- per block of C
 
 
-def _block_summary(block, block_info=None, m=1, check_seed=0, n=1, width=1, library="numpy"):
+def _block_summary(block, block_info=None, m=1, check_seed=0, n=1, width=1, library="numpy",
+                   probes=None):
     """[sum of squares, sum, values at the sampled cells it holds, C_ij R_j] of one block of C.
 
-    A host vector shaped (1, 1, width), zero-padded; all in float64.
+    A host vector shaped (1, 1, width), zero-padded; all in float64. ``probes``: R, (m,
+    VECTORS), as :func:`pipelines.matmul.shared.vectors` makes it (made here where not given).
     """
     xp = importlib.import_module(library)
     (r0, r1), (c0, c1) = block_info[0]["array-location"]
     wide = block.astype(np.float64, copy=False)
-    r = xp.asarray(shared.vectors(m, check_seed)[c0:c1])
+    if probes is None:
+        probes = shared.vectors(m, check_seed)
+    r = xp.asarray(probes[c0:c1])
     partial = to_host(wide @ r)
     flat = wide.ravel()
     squares = float(to_host(xp.dot(flat, flat)))
@@ -90,11 +95,31 @@ def summaries(c: da.Array, check_seed: int, library: str) -> da.Array:
     """One packed host vector per block of C (see :func:`_block_summary`), shaped (gi, gj, W)."""
     n, m = c.shape
     width = 2 + shared.SAMPLED_CELLS + max(c.chunks[0]) * shared.VECTORS
+    # R made once, in a task every summary reads. Its second input also keeps each block of C
+    # a task of its own where Dask optimizes the graph (a block with one reader is fused into
+    # it, under another key): a run from Python that keeps C on the workers shares C's blocks
+    # with this graph, and C is computed once.
+    probes = dask.delayed(shared.vectors, pure=True)(m, check_seed)
     return c.map_blocks(
         _block_summary, chunks=((1,) * c.numblocks[0], (1,) * c.numblocks[1], (width,)),
         new_axis=[2], dtype=np.float64, meta=np.empty((0, 0, 0)), m=m, check_seed=check_seed,
-        n=n, width=width, library=library,
+        n=n, width=width, library=library, probes=probes,
     )
+
+
+def result(c: da.Array, check_seed: int, library: str):
+    """The run's result, lazily: C's blocks summarised (:func:`summaries`), then assembled.
+
+    The summaries go to :func:`assemble` as their blocks' Delayed values: an array given to
+    ``dask.delayed`` would have every key of its graph renamed, C's blocks among them, and a run
+    from Python that keeps C would compute it twice.
+    """
+    blocks = summaries(c, check_seed, library).to_delayed()
+    return dask.delayed(_assembled, pure=True)(blocks.tolist(), c.chunks[0])
+
+
+def _assembled(blocks: list, row_sizes: tuple[int, ...]) -> dict:
+    return assemble(np.block(blocks), row_sizes)
 
 
 def assemble(packed: np.ndarray, row_sizes: tuple[int, ...]) -> dict:

@@ -60,7 +60,8 @@ def test_non_square_product_is_verified_and_matches_numpy(cpu_client):
     assert result.value["sum"] == pytest.approx(total, rel=1e-12)
     again = daskgpu.run("matmul-pipeline", client=cpu_client, shape="300,200,250",
                         chunks="100,80", seed=3)
-    assert again.value == result.value
+    assert [again.value[k] for k in ("frobenius_norm", "sum")] == [
+        result.value[k] for k in ("frobenius_norm", "sum")]
 
 
 def test_float32_with_the_contraction_split(cpu_client):
