@@ -181,13 +181,13 @@ def measure(config: Config, session) -> Measured:
     x = rows(config)
     warm = replace(config, samples=min(WARM_UP_ROWS, config.samples))
     _, first = ours_fit(x[:warm.samples], warm, session)
-    ours_fit(held(x[:warm.samples], first.run_.data["chunks"][0], session), warm, session)
+    ours_fit(held(x[:warm.samples], first.result_.data["chunks"][0], session), warm, session)
     sklearn_fit(x[:warm.samples], warm)
     measured, lazy = Measured(), None
     for round_ in range(config.rounds):
         seconds, ours = ours_fit(x, config, session)
         if lazy is None:  # the run's own blocks, on the workers before the first timed fit
-            lazy = held(x, ours.run_.data["chunks"][0], session)
+            lazy = held(x, ours.result_.data["chunks"][0], session)
         held_seconds, ours_held = ours_fit(lazy, config, session)
         their_seconds, theirs = sklearn_fit(x, config)
         for fit, what in ((ours, "the NumPy array"), (ours_held, "the rows held")):
@@ -198,8 +198,8 @@ def measure(config: Config, session) -> Measured:
         measured.ours_s.append(seconds)
         measured.held_s.append(held_seconds)
         measured.theirs_s.append(their_seconds)
-        measured.verify_s.append(ours.run_.timings["verify_s"])
-        measured.held_verify_s.append(ours_held.run_.timings["verify_s"])
+        measured.verify_s.append(ours.result_.timings["verify_s"])
+        measured.held_verify_s.append(ours_held.result_.timings["verify_s"])
         measured.compared = COMPARED
         print(f"round {round_ + 1}: daskgpu.ml.PCA.fit {seconds:.3f} s ({_phases(ours)}), of "
               f"the rows held {held_seconds:.3f} s ({_phases(ours_held)}); scikit-learn "
@@ -208,9 +208,9 @@ def measure(config: Config, session) -> Measured:
 
 
 def _phases(model) -> str:
-    timings = model.run_.timings
+    timings = model.result_.timings
     return (f"build {timings['build_s']:.3f} s, compute {timings['compute_s']:.3f} s, verify "
-            f"{timings['verify_s']:.3f} s; {model.method_}, {model.run_.data['blocks']} blocks")
+            f"{timings['verify_s']:.3f} s; {model.method_}, {model.result_.data['blocks']} blocks")
 
 
 def main() -> None:

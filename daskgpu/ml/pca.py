@@ -83,7 +83,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         What the check established, in one line.
     method_ : str
         The pipeline's method that computed the fit ("covariance", "exact", "randomized").
-    run_ : RunResult
+    result_ : RunResult
         The fit's pca-pipeline run: its data, timings (``compute_s``, ``verify_s``, ...).
     """
 
@@ -208,7 +208,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.verified_ = result.verified
         self.verification_ = result.verification
         self.method_ = data["method"]
-        self.run_ = result
+        self.result_ = result
 
     # ----------------------------------------------------------------------- transforms
 

@@ -57,15 +57,15 @@ def test_the_fit_is_scikit_learns(cpu_client, low_rank, solver, method, theirs):
     assert ours.components_.shape == (5, FEATURES)
     assert (ours.n_components_, ours.n_samples_, ours.n_features_in_) == (5, SAMPLES, FEATURES)
     assert ours.verified_ is True and ours.method_ == method
-    assert ours.run_.verify == "fast" and "eigenvector" in ours.verification_
+    assert ours.result_.verify == "fast" and "eigenvector" in ours.verification_
 
 
 def test_randomized_is_within_its_tolerance_of_the_exact_fit(cpu_client, low_rank):
     ours = PCA(3, svd_solver="randomized", random_state=0, iterated_power=2).fit(
         low_rank, session=cpu_client)
     exact = SkPCA(3, svd_solver="covariance_eigh").fit(low_rank)
-    assert ours.method_ == "randomized" and ours.run_.params["power_iters"] == 2
-    assert ours.run_.params["seed"] == 0
+    assert ours.method_ == "randomized" and ours.result_.params["power_iters"] == 2
+    assert ours.result_.params["seed"] == 0
     for name in ATTRIBUTES:
         assert _relative(getattr(ours, name), getattr(exact, name)) <= RANDOMIZED_RTOL, name
     assert ours.verified_
