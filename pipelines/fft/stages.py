@@ -289,12 +289,23 @@ def _built(workload: Workload) -> tuple:
     return resolved, sizes, certificates(resolved, sizes)
 
 
+def keeps(workload: Workload) -> bool:
+    """Whether the run keeps its spectrum on the workers (a run from Python asks it).
+
+    Read from ``workload.keep``, which the runner is to set before it calls :func:`drive`;
+    the drive then puts the spectrum, in natural order and already persisted, in
+    ``workload.on_workers`` (see :func:`_drive_slabs`, :func:`_drive_whole`).
+    """
+    return bool(getattr(workload, "keep", False))
+
+
 def drive(workload: Workload, client) -> dict:
     """The run, the whole array in one worker or in slabs, its stages timed apart.
 
     The layout (``--layout``, or for ``auto`` :func:`pipelines.fft.layout.pick` on the
     cluster's workers) goes into the workload's description with the stages' seconds, the
-    transpose's bytes and bandwidth.
+    transpose's bytes and bandwidth. Where the run :func:`keeps` its spectrum, the spectrum the
+    transforms made (not another) stays on the workers as ``workload.on_workers["spectrum"]``.
     """
     from daskgpu.toolkit.backends import scheduler_workers
 
@@ -312,7 +323,8 @@ def _drive_whole(workload: Workload, client, chosen: dict, built: tuple) -> dict
     """The whole array in the chosen worker: one task, its stages timed inside it."""
     resolved, sizes, certify = built
     began = time.perf_counter()
-    plan = whole_plan(resolved, sizes, certify, chosen["threads"], bool(workload.outputs))
+    plan = whole_plan(resolved, sizes, certify, chosen["threads"],
+                      bool(workload.outputs) or keeps(workload))
     where = {"workers": [chosen["worker"]], "allow_other_workers": False, "pure": False}
     kept = []
     if plan["blocks"] is not None:  # an array in memory: its blocks on the chosen worker first
@@ -324,6 +336,8 @@ def _drive_whole(workload: Workload, client, chosen: dict, built: tuple) -> dict
     done = client.submit(tasks.whole, plan, **where)
     try:
         (light,) = data_parallel.fetch(client, [client.submit(_light, done, **where)])
+        if keeps(workload):  # its row blocks, slices of the array kept on its worker
+            workload.on_workers["spectrum"] = client.persist(whole_array(done, sizes))
         parts = {}
         if workload.outputs:
             _write(workload, parts, whole_array(done, sizes))
@@ -359,6 +373,8 @@ def _drive_slabs(workload: Workload, client, built: tuple) -> dict:
     del z
     marks.append(time.perf_counter())
     parts = {**reduced(spectrum_t, resolved, certify), "lines": lines}
+    if keeps(workload):  # in natural order: each column slab's transpose, a view of the slab
+        workload.on_workers["spectrum"] = client.persist(written(spectrum_t, sizes))
     if workload.outputs:
         _write(workload, parts, written(spectrum_t, sizes))
     raw = _fetched(client, parts)
