@@ -38,7 +38,7 @@ class ParameterError(DaskGPUError, ValueError):
 
 
 class InputTypeError(ParameterError, TypeError):
-    """An input of a type no pipeline reads (neither a path nor an array or a table)."""
+    """A value of a type that cannot be used: an input neither a path nor an array or table."""
 
 
 class InputFileError(DaskGPUError, ValueError):

@@ -224,12 +224,7 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
 
                 temporary = stack.enter_context(output.atomic(report))
                 stack.enter_context(performance_report(filename=temporary, mode="inline"))
-            # Submitted first: the compute's graph shares their keys, computed once.
-            kept = _persisted(client, workload.on_workers) if keep else {}
-            if workload.drive is not None:
-                raw = watched.drive(workload)
-            else:
-                raw = compute(client, workload.collection, backend, bar)
+            raw, kept = _computed(client, watched, workload, backend, bar, keep)
         t2 = time.perf_counter()
     except BaseException:
         if bar is not None:
@@ -285,6 +280,19 @@ def _execute(spec: Pipeline, session: Session, resolved: Resolved, progress: boo
         nbytes=workload.nbytes,
         notices=notices,
     )
+
+
+def _computed(client, watched, workload, backend: Backend, bar,
+              keep: bool) -> tuple[Any, dict]:
+    """The raw result, and what the run keeps on the workers (where ``keep``)."""
+    workload.keep = keep
+    if workload.drive is not None:
+        # A drive keeps what it makes in on_workers itself, already persisted.
+        raw = watched.drive(workload)
+        return raw, _persisted(client, workload.on_workers) if keep else {}
+    # Submitted first: the compute's graph shares their keys, computed once.
+    kept = _persisted(client, workload.on_workers) if keep else {}
+    return compute(client, workload.collection, backend, bar), kept
 
 
 def _persisted(client, collections: dict) -> dict:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from daskgpu.errors import ParameterError
+from daskgpu.errors import InputTypeError, ParameterError
 
 
 @dataclass(frozen=True)
@@ -49,13 +49,18 @@ class Param:
         return "--" + self.name.replace("_", "-")
 
     def convert(self, value: Any) -> Any:
-        """Parse ``value``; a bad one raises ParameterError naming the option."""
+        """Parse ``value``; a bad one raises ParameterError naming the option.
+
+        A value of a type the parser cannot take (it raised ``TypeError``) raises
+        InputTypeError, a ParameterError that is also a ``TypeError``.
+        """
         if value is None:
             return self.default
         try:
             return self.parse(value)
         except (ValueError, TypeError, ArithmeticError) as exc:
-            error = ParameterError(f"{self.option} {_shown(value)}: {exc}")
+            kind = InputTypeError if isinstance(exc, TypeError) else ParameterError
+            error = kind(f"{self.option} {_shown(value)}: {exc}")
             error.reason = str(exc)  # the message without the option and value, for the CLI
             raise error from None
 

@@ -58,7 +58,11 @@ class Workload:
         Results as large as the input (a grid, a spectrum, a product), by name. A run from
         Python (:func:`daskgpu.run`) persists them with its compute, so that they are computed
         once and stay on the workers, and adds them to its value (a dict) as Dask collections
-        on those persisted blocks; the command line, which has no use for them, does not.
+        on those persisted blocks; the command line, which has no use for them, does not. A
+        ``drive`` may put them there as it makes them (already persisted), where ``keep``.
+    keep : bool
+        Whether the run keeps ``on_workers`` (set by the runner before it computes): a
+        ``drive`` reads it.
     """
 
     collection: Any
@@ -73,6 +77,7 @@ class Workload:
     resolved: Resolved | None = None
     drive: Callable[[Workload, Any], Any] | None = None
     on_workers: dict[str, Any] = field(default_factory=dict)
+    keep: bool = False
 
     def written(self, path: str) -> str:
         """Where output ``path`` is until the run has verified: its temporary (else ``path``).

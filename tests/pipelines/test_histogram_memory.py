@@ -122,7 +122,7 @@ def test_an_array_in_memory_gives_the_files_histogram_and_is_named_not_held(cpu_
      "--input numpy.ndarray int32 (40, 3): holds int32 values; a numeric array of float32 or "
      "float64 is needed"),
     (np.zeros((0, 3)), ValueError, "numpy.ndarray float64 (0, 3): the array is empty"),
-    (np.float64(2.0), ValueError, "holds a single scalar; an array is needed"),
+    (np.float64(2.0), TypeError, "a float64 is not an input daskgpu reads"),
     (dask.array.ones(10, chunks=5)[dask.array.ones(10, chunks=5) > 0], ValueError,
      "sizes are unknown; call its compute_chunk_sizes() first"),
     ([1.0, 2.0], TypeError, "a list is not an input daskgpu reads"),
