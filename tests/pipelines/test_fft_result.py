@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from conftest import verify_on
 
+import daskgpu
 from daskgpu.execution import faults, report, runner
 from daskgpu.toolkit import registry
 from pipelines.fft import layout as fft_layout
@@ -133,3 +134,13 @@ def test_every_transform_is_kept_as_numpy_gives_it(in_process_client, case, layo
     scale = np.abs(expected).max()
     np.testing.assert_allclose(got, expected, rtol=0, atol=64 * eps * scale)
     assert type(workload.on_workers["spectrum"]) is dask.array.Array  # generated or given
+
+
+@pytest.mark.parametrize("layout", ["slabs", "whole"])
+def test_from_python_the_value_holds_the_spectrum_on_the_workers(cpu_client, layout):
+    x = np.random.default_rng(4).random((64, 48))
+    result = daskgpu.run("fft-pipeline", cpu_client, input=x, layout=layout)
+    spectrum = result.value["spectrum"]
+    assert isinstance(spectrum, dask.array.Array) and spectrum.shape == (64, 48)
+    assert spectrum.dtype == np.complex128 and result.verified
+    assert np.allclose(spectrum.compute(), np.fft.fft2(x), rtol=0, atol=1e-9)
