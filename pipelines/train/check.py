@@ -144,7 +144,7 @@ def passes_add_up(ctx: TrainContext, r: Run, verdict) -> None:
     verdict.note(differences(r.right, [np.sum(sums["right"]) for sums in r.cells],
                              what="accuracy", label=lambda t: f"train accuracy at step {t}",
                              reported_as="{} reported", expected_as="its cells count {}"))
-    per = np.array([n] * (steps + 1) + [sum(ctx.test_sizes)])
+    per = np.array([n] * (steps + 1) + [max(1, sum(ctx.test_sizes))])
     sums = [*(np.array([np.sum(c["loss"] * s), np.sum(np.abs(c["loss"]) * s)])
               for c, s in zip(r.cells, scale, strict=True)),
             np.array([np.sum(r.test_cells["loss"]), np.sum(np.abs(r.test_cells["loss"]))])]
@@ -176,7 +176,7 @@ def moved_by_cells(ctx: TrainContext, r: Run, verdict) -> None:
     _, scales, counts = geometry(ctx)
     if ctx.optimizer == "adam":
         moved = np.asarray(r.gradients, dtype=np.float64).reshape(ctx.steps, -1) * n
-        rounded = rounding(4) * (np.abs(moved) @ reach.T)
+        rounded = (rounding(4) + rounding(1, ctx.dtype)) * (np.abs(moved) @ reach.T)
         what = "the reported gradient {} (times samples)"
     else:
         moved = (w[:-1] - w[1:]) * (n / rate)
@@ -269,6 +269,10 @@ def passes_agree(ctx: TrainContext, r: Run, verdict) -> None:
 def test_agrees(ctx: TrainContext, r: Run, verdict) -> None:
     """The test loss and accuracy at the final weights, and a teacher's best accuracy."""
     test, best, tested = r.again.test, r.again.best, sum(ctx.test_sizes)
+    if not tested:
+        verdict.establish("no rows held out (validation fraction 0): no test loss, accuracy "
+                          "or bounds on them")
+        return
     hits = (r.test_right, test[RIGHT])
     if not verdict.require(abs(hits[0] - hits[1]) <= test[CLOSE], lambda: (
             f"test accuracy {hits[0] / tested:.6f} reported, {hits[1] / tested:.6f} recounted "
@@ -326,6 +330,8 @@ def bounds_problem(ctx: TrainContext, hits: int, bounds: Bounds) -> str | None:
 def within_bounds(ctx: TrainContext, r: Run, verdict) -> None:
     """With a teacher, the test accuracy between the most common class's and the best."""
     tested = sum(ctx.test_sizes)
+    if not tested:
+        return  # test_agrees said so
     if not ctx.teacher:
         verdict.establish(f"test accuracy {r.test_right / tested:.4f} on {tested} held-out "
                           "rows recomputed (no teacher: no bound on it)")

@@ -23,9 +23,11 @@ from pipelines.train.check_replay import (
     cells_differ,
     entry,
     held_out,
+    input_words,
     kept_test,
     kept_training,
     model_of,
+    rows_again,
     step_geometry,
     step_rows,
     test_rows,
@@ -90,7 +92,7 @@ def training_jobs(ctx: TrainContext, r) -> list[Job]:
     reread, w = _reread(ctx)[0], r.weights
     return [Job(model_of(ctx), ctx.library, ctx.seed, w[-1], tuple(sampled[s]),
                 {t: w[t] for t, _, _ in sampled[s]}, (TRAIN, s) if ctx.teacher else None,
-                ctx.source, reread=tuple(reread[s])) for s in range(len(ctx.train_sizes))]
+                reread=tuple(reread[s])) for s in range(len(ctx.train_sizes))]
 
 
 def recompute(ctx: TrainContext, r, verdict) -> None:
@@ -100,25 +102,26 @@ def recompute(ctx: TrainContext, r, verdict) -> None:
                                           "read them"):
         return
     reread = _reread(ctx)[1]
-    tests = [Job(model_of(ctx), ctx.library, ctx.seed, r.weights[-1], source=ctx.source,
+    tests = [Job(model_of(ctx), ctx.library, ctx.seed, r.weights[-1],
                  redraw=(TEST, s) if ctx.teacher else None, reread=tuple(reread[s]))
              for s in range(len(ctx.test_sizes))]
-    tasks = [dask.delayed(kept_training, pure=False)(f, job)
-             for f, job in zip(futures[:count], training_jobs(ctx, r), strict=True)]
-    tasks += [dask.delayed(kept_test, pure=False)(f, job)
-              for f, job in zip(futures[count:], tests, strict=True)]
-    done = dask.compute(*tasks)
+    jobs = [*zip(futures[:count], training_jobs(ctx, r), strict=True),
+            *zip(futures[count:], tests, strict=True)]
+    done = dask.compute(*(dask.delayed(kept_training if i < count else kept_test, pure=False)(
+        f, job, [rows_again(ctx.source, rows, ctx.dtype) for _, rows in job.reread])
+        for i, (f, job) in enumerate(jobs)))
     shards, tests = list(done[:count]), list(done[count:])
     r.again = Again(
         passes={ctx.steps: sum(part["cells"].sum(axis=0) for part in shards)}, gradients={},
-        test=sum(part["cells"].sum(axis=0) for part in tests),
-        best=sum(part["best"] for part in tests), labels=sum(part["labels"] for part in tests),
+        test=sum((part["cells"].sum(axis=0) for part in tests), np.zeros(4)),
+        best=sum((part["best"] for part in tests), np.zeros(3)),
+        labels=sum((part["labels"] for part in tests), np.zeros(ctx.classes)),
         sums=sum(part["sums"] for part in shards), shards=shards, tests=tests)
 
 
 def kept_are_the_data(ctx: TrainContext, r, verdict) -> None:
     """The kept rows against the data's source."""
-    source = "its seed" if ctx.teacher else "the input's files"
+    source = "its seed" if ctx.teacher else input_words(ctx.source)
     compared = 0
     for what, parts in (("shard", r.again.shards), ("test shard", r.again.tests)):
         for s, part in enumerate(parts):
@@ -129,7 +132,7 @@ def kept_are_the_data(ctx: TrainContext, r, verdict) -> None:
                                                "not the data)"):
                 return
     verdict.establish(
-        f"{data_plan(ctx).promise} read again from the input's files ({compared} rows) and "
+        f"{data_plan(ctx).promise} read again from {source} ({compared} rows) and "
         "equal to the rows kept" if not ctx.teacher else
         f"the first {compared} kept rows of the shards drawn again from their seeds and equal"
         if compared else "the kept rows taken as drawn (their generator is not drawn again)")
@@ -140,7 +143,8 @@ def cells_agree(ctx: TrainContext, r, verdict) -> None:
     for passed, sums, parts, what in (("final", r.cells[-1], r.again.shards,
                                        f"step {ctx.steps}"),
                                       ("test", r.test_cells, r.again.tests, "test pass")):
-        got, cells = np.concatenate([part["cells"] for part in parts]), ctx.cells(passed)
+        got, cells = np.concatenate([part["cells"] for part in parts] or [np.zeros((0, 4))]), \
+            ctx.cells(passed)
         if not verdict.note(cells_differ(sums, got, lambda i, c=cells, w=what: (
                 "{}, shard {} cell {}".format(w, *c.locate(i))))):
             return

@@ -22,6 +22,7 @@ from pipelines.train.check_replay import (
     held_out,
     model_of,
     replayed,
+    rows_again,
     training_rows,
 )
 from pipelines.train.shared import TEST, TRAIN, TrainContext
@@ -34,32 +35,34 @@ def gram_kind(ctx: TrainContext) -> str | None:
     return "full" if ctx.features + 1 <= 4 * (ctx.steps + 1) * ctx.classes else "trace"
 
 
-def jobs(ctx: TrainContext, r) -> tuple[list[Job], list[Job]]:
-    """What each training shard, and each test shard (or slab of held-out rows), replays."""
+def jobs(ctx: TrainContext, r) -> tuple[list, list]:
+    """What each training shard, and each test shard (or slab of held-out rows), replays.
+
+    Each a task: its :class:`Job` and an input's rows read again (:func:`rows_again`).
+    """
     w, model = r.flat, model_of(ctx)
-    common = {"model": model, "library": ctx.library, "seed": ctx.seed, "final": w[-1],
-              "source": ctx.source}
+    common = {"model": model, "library": ctx.library, "seed": ctx.seed, "final": w[-1]}
     if ctx.teacher:
-        where = [{"redraw": (TRAIN, s), "rows": n} for s, n in enumerate(ctx.train_sizes)]
-        tests = [{"redraw": (TEST, s), "rows": n} for s, n in enumerate(ctx.test_sizes)]
+        where = [({"redraw": (TRAIN, s), "rows": n}, None) for s, n in enumerate(ctx.train_sizes)]
+        tests = [({"redraw": (TEST, s), "rows": n}, None) for s, n in enumerate(ctx.test_sizes)]
     else:
         test = held_out(ctx.seed, ctx.source.rows, ctx.held_out)
         firsts = np.cumsum((0, *ctx.train_sizes))
-        where = [{"file_rows": training_rows(int(f), n, test)}
+        where = [({}, training_rows(int(f), n, test))
                  for f, n in zip(firsts, ctx.train_sizes, strict=False)]
-        tests = [{"file_rows": test[i:i + 16 * SLAB_ROWS]}
-                 for i in range(0, len(test), 16 * SLAB_ROWS)]
-    train = [Job(**common, **place, everything=w, gram=gram_kind(ctx), batch=batch_of(ctx, s))
-             for s, place in enumerate(where)]
-    return train, [Job(**common, **place) for place in tests]
+        tests = [({}, test[i:i + 16 * SLAB_ROWS]) for i in range(0, len(test), 16 * SLAB_ROWS)]
+    train = [(Job(**common, **place, everything=w, gram=gram_kind(ctx), batch=batch_of(ctx, s)),
+              rows) for s, (place, rows) in enumerate(where)]
+    return train, [(Job(**common, **place), rows) for place, rows in tests]
 
 
 def recompute(ctx: TrainContext, r, verdict) -> None:
     """Every shard replayed on the workers; only the totals come back."""
-    train, tests = jobs(ctx, r)
-    total, tested = dask.compute(*(replay.combined(
-        [dask.delayed(replayed, pure=False)(job) for job in part], replay.added)
-        for part in (train, tests)))
+    parts = [[dask.delayed(replayed, pure=False)(job, None if rows is None else rows_again(
+        ctx.source, rows, ctx.dtype)) for job, rows in part] for part in jobs(ctx, r)]
+    none = {"passes": np.zeros((1, 4)), "best": np.zeros(3), "labels": np.zeros(ctx.classes)}
+    total, tested = dask.compute(*(replay.combined(part, replay.added) if part else none
+                                   for part in parts))
     r.again = Again(
         passes=dict(enumerate(total["passes"])),
         gradients={t: tuple(pair) for t, pair in enumerate(total["gradients"])},
@@ -81,7 +84,8 @@ def steps_agree(ctx: TrainContext, r, verdict) -> None:
             gradient, tol = r.again.gradients[t]
             if not verdict.note(differences(
                     reported[t], gradient / n, what="entry", unit="entries",
-                    tolerance=tol / n + rounding(4) * np.abs(reported[t]),
+                    tolerance=tol / n + (rounding(4) + rounding(1, ctx.dtype)) * np.abs(
+                        reported[t]),
                     label=lambda i, t=t: f"step {t + 1}: gradient[{entry(i, shape)}]",
                     reported_as="{} reported", expected_as="{} recomputed in float64 on "
                     + rows)):

@@ -234,17 +234,21 @@ def test_rows(test: np.ndarray, firsts: list[int], rows: int) -> list[np.ndarray
     return [test[(test >= a) & (test < b)] for a, b in zip(starts, stops, strict=True)]
 
 
-def read_rows(xp, source: shared.InputFiles, rows: np.ndarray, dtype: str) -> tuple:
-    """Features and labels of the input's file ``rows`` (sorted), with its own readers."""
-    arrays = (replay.stored(source.features, source.features_kind),
-              replay.stored(source.labels, source.labels_kind))
-    if len(rows) and rows[-1] - rows[0] < 4 * len(rows):  # close together: read the span
-        lo, hi = int(rows[0]), int(rows[-1]) + 1
-        x, y = (np.asarray(a[lo:hi])[rows - lo] for a in arrays)
-    else:
-        x, y = (np.asarray(a.oindex[rows] if hasattr(a, "oindex") else a[rows])
-                for a in arrays)
-    return xp.asarray(x.astype(dtype)), xp.asarray(y.astype(np.int64))
+def input_words(source: shared.InputFiles) -> str:
+    """Where an input's rows are read again, in words: files, arrays in memory, or both."""
+    kinds = {source.features_kind, source.labels_kind}
+    return ("the input's files" if "memory" not in kinds else "the arrays in memory"
+            if kinds == {"memory"} else "the input's file and array in memory")
+
+
+def rows_again(source: shared.InputFiles, rows: np.ndarray, dtype: str) -> tuple:
+    """Features and labels of the input's ``rows`` (sorted), read again apart from the run.
+
+    Lazily (:func:`daskgpu.verification.replay.region`): a file with its own reader where the
+    task runs, an array in memory from the object (a Dask array: its own graph, sliced).
+    """
+    return (replay.region(source.features, (rows,), dtype),
+            replay.region(source.labels, (rows,), np.int64))
 
 
 @functools.lru_cache(maxsize=2)
@@ -370,8 +374,9 @@ class Job:
 
     ``final``: the final weights on all the shard's rows. ``sampled``: ``(step, cell, rows)``
     of cells recomputed in float64 at ``weights[step]`` (``rows``: the step's, None for all).
-    ``redraw``: ``(part, index)`` of a generated shard of ``rows``; ``file_rows``: an input
-    shard's; ``reread``: ``(first kept row, file rows)`` compared with the input's rows.
+    ``redraw``: ``(part, index)`` of a generated shard of ``rows``; an input's rows arrive
+    beside the job (:func:`rows_again`); ``reread``: ``(first kept row, rows)`` compared with
+    the input's rows.
     ``everything``: every step's weights, every step replayed (full); ``weights``: the sampled
     cells' steps' weights, once each; ``batch``: mini-batches, as :func:`step_rows` takes it.
     """
@@ -383,8 +388,6 @@ class Job:
     sampled: tuple = ()
     weights: dict = field(default_factory=dict)
     redraw: tuple | None = None
-    source: shared.InputFiles | None = None
-    file_rows: np.ndarray | None = None
     reread: tuple = ()
     rows: int = 0
     everything: np.ndarray | None = None
@@ -392,7 +395,7 @@ class Job:
     gram: str | None = None
 
 
-def kept_training(shard: dict, job: Job) -> dict:
+def kept_training(shard: dict, job: Job, again=()) -> dict:
     """The fast check's work on a kept training shard: the final pass, the sampled cells.
 
     Each sampled cell's table, probes and their allowance, gradient and its allowance.
@@ -400,7 +403,8 @@ def kept_training(shard: dict, job: Job) -> dict:
     xp = importlib.import_module(job.library)
     x, y, m = shard["x"], shard["y"], job.model
     cells, _, sums = sweep(xp, x, y, m.over_many_rows(), [job.final])
-    out = {"cells": cells[:, 0], "sums": sums, "sampled": [], "data": kept_data(xp, x, y, job)}
+    out = {"cells": cells[:, 0], "sums": sums, "sampled": [],
+           "data": kept_data(xp, x, y, job, again)}
     along = probes(job.seed, m.features, m.classes, m.hidden, job.final.size)
     for t, c, rows in job.sampled:
         xr, yr = (x, y) if rows is None else (x[xp.asarray(rows)], y[xp.asarray(rows)])
@@ -411,12 +415,12 @@ def kept_training(shard: dict, job: Job) -> dict:
     return out
 
 
-def kept_test(shard: dict, job: Job) -> dict:
+def kept_test(shard: dict, job: Job, again=()) -> dict:
     """The fast check's work on a kept test shard: the final weights cell by cell; a teacher's."""
     xp = importlib.import_module(job.library)
     x, y = shard["x"], shard["y"]
     return {"cells": sweep(xp, x, y, job.model.over_many_rows(), [job.final])[0][:, 0],
-            "data": kept_data(xp, x, y, job), **_test_facts(xp, x, y, job)}
+            "data": kept_data(xp, x, y, job, again), **_test_facts(xp, x, y, job)}
 
 
 def _test_facts(xp, x, y, job: Job) -> dict:
@@ -426,11 +430,11 @@ def _test_facts(xp, x, y, job: Job) -> dict:
     return {"labels": np.asarray(labels, dtype=np.float64), "best": best}
 
 
-def kept_data(xp, x, y, job: Job) -> tuple[int, int]:
+def kept_data(xp, x, y, job: Job, again=()) -> tuple[int, int]:
     """Rows compared with their source, and the first kept row that differs (or -1).
 
     A generated shard's first cell drawn again (NumPy's generator draws in order: a later row
-    cannot be drawn alone); an input's cells ``job.reread`` read again.
+    cannot be drawn alone); an input's cells ``job.reread``, read again as ``again``.
     """
     if job.redraw is not None and job.library == "numpy":
         count = min(job.model.cell, x.shape[0])
@@ -439,8 +443,8 @@ def kept_data(xp, x, y, job: Job) -> tuple[int, int]:
         same = (to_host(x[:count]) == again).all(axis=1)
         return count, -1 if same.all() else int(np.argmin(same))
     compared, differ = 0, -1
-    for first, rows in job.reread:
-        xf, yf = read_rows(xp, job.source, rows, job.model.dtype)
+    for (first, rows), (xf, yf) in zip(job.reread, again, strict=True):
+        xf, yf = xp.asarray(xf), xp.asarray(yf)
         kept_x, kept_y = x[first:first + len(rows)], y[first:first + len(rows)]
         if kept_x.shape[0] != len(rows):  # another split of the file
             return compared, first
@@ -451,15 +455,15 @@ def kept_data(xp, x, y, job: Job) -> tuple[int, int]:
     return compared, differ
 
 
-def replayed(job: Job) -> dict:
-    """The full check's work on a shard drawn or read again: every step, or the test rows."""
+def replayed(job: Job, again=None) -> dict:
+    """The full check's work on a shard drawn or read again (``again``): steps, or test rows."""
     xp = importlib.import_module(job.library)
     m = job.model
     if job.redraw is not None:
         x, y = drawn(xp, job.seed, *job.redraw, job.rows, m.features, m.classes, m.dtype,
                      job.library)
     else:
-        x, y = read_rows(xp, job.source, job.file_rows, m.dtype)
+        x, y = (xp.asarray(a) for a in again)
     if job.everything is None:  # test rows
         return {"passes": sweep(xp, x, y, m, [job.final])[0].sum(axis=0),
                 **_test_facts(xp, x, y, job)}

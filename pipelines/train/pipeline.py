@@ -24,10 +24,12 @@ Shards are made in the build (``build_s``); the training steps are the compute
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import tempfile
 
 import dask
+import dask.array as da
 import numpy as np
 
 from daskgpu.data import array_input
@@ -42,9 +44,10 @@ from daskgpu.toolkit.params import (
     non_negative_int,
     optional_path,
     output_path,
+    path_or_array,
     positive_int,
 )
-from daskgpu.toolkit.registry import Resolved, Workload, pipeline
+from daskgpu.toolkit.registry import Resolved, Workload, fresh_seed, pipeline
 from daskgpu.toolkit.timing import timed
 from pipelines.train import SUMMARY
 from pipelines.train.check import CHECK
@@ -52,11 +55,17 @@ from pipelines.train.check_fast import reported_cells
 from pipelines.train.hidden import gradient_probes as flat_gradient_probes
 from pipelines.train.hidden import initial_weights, layers
 from pipelines.train.inputs import (
+    check_label_range,
+    file_block,
     file_ranges,
     held_out,
     held_out_part,
+    label_range,
     load_initial,
     make_input_shard,
+    make_memory_shard,
+    memory_blocks,
+    memory_chunks,
     open_inputs,
     reader_of,
 )
@@ -80,9 +89,11 @@ from pipelines.train.shared import (
 )
 from pipelines.train.tasks import (
     Descent,
+    Step,
     epoch_batches,
     gradient_probes,
     make_shard,
+    pass_at,
     shard_pass,
     step_batches,
     teacher_weights,
@@ -116,10 +127,11 @@ def learning_rate(value) -> float:
 
 
 def fraction(value) -> float:
-    """A share strictly between 0 and 1."""
+    """A share from 0 (no rows held out) up to, not including, 1."""
     number = finite_float(value)
-    if not 0 < number < 1:
-        raise ValueError("must lie strictly between 0 and 1 (a share of the rows held out)")
+    if not 0 <= number < 1:
+        raise ValueError("must lie from 0 up to, not including, 1 (a share of the rows held "
+                         "out; 0: none)")
     return number
 
 
@@ -147,16 +159,17 @@ PARAMS = (
     Param("dtype", choice(("float32", "float64")), "float32", "Element type of the features "
           "and the weights.", "float32|float64", ("float32", "float64")),
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
-    Param("input", optional_path, None, "Train on this samples x features .npy file or Zarr "
-          "array (with --labels); a seeded tenth of its rows is held out.", "PATH"),
-    Param("labels", optional_path, None, "Class labels (integers 0..classes-1, one per row "
-          "of --input) in a .npy file or Zarr array.", "PATH"),
+    Param("input", path_or_array, None, "Train on this samples x features .npy file or Zarr "
+          "array (with --labels; from Python also a NumPy, CuPy or Dask array); a seeded "
+          "tenth of its rows is held out.", "PATH"),
+    Param("labels", path_or_array, None, "Class labels (integers 0..classes-1, one per row "
+          "of --input) in a .npy file or Zarr array (from Python also an array).", "PATH"),
     Param("hidden", positive_int, None, "A hidden layer of N ReLU units: Dense(N, relu) -> "
           "Dense(classes, softmax), Glorot-uniform weights seeded [default: none, softmax "
           "regression from zero].", "N"),
     Param("validation_fraction", fraction, None, "Share of the rows held out, seeded; "
-          "their loss and accuracy are reported [default: a tenth, 1000 to 200000 rows].",
-          "F"),
+          "their loss and accuracy are reported; 0: none held out [default: a tenth, 1000 to "
+          "200000 rows].", "F"),
     Param("init_weights", optional_path, None, "Start from these weights: an .npz as "
           "--output writes it (W, b; or W1, b1, W2, b2 with --hidden).", "PATH"),
     Param("output", output_path((".npz",)), None, "Write the final weights to this .npz "
@@ -191,7 +204,9 @@ def settle(backend, values: dict) -> tuple[dict, dict]:
         values["learning_rate"] = DEFAULT_RATES[values["optimizer"]]
     inputs: dict = {}
     if values["input"] is not None or values["labels"] is not None:
-        inputs = open_inputs(values, _default("dtype"), PARAMS)
+        inputs = open_inputs(values, _default("dtype"), PARAMS, backend)
+        if values["seed"] is None:  # the held-out rows and batches draw: fresh, reported
+            values["seed"] = fresh_seed()
     else:
         if values["features"] is None:
             values["features"] = DEFAULT_FEATURES
@@ -229,7 +244,7 @@ def step_count(values, samples: int) -> int:
 def _refuse_long_trajectory(values, samples: int, weights: int) -> None:
     """Every step's weights come back: refuse more steps than fit in MAX_TRAJECTORY_BYTES."""
     steps = step_count(values, samples)
-    each = weights * (np.dtype(values["dtype"]).itemsize + 8 * (values["optimizer"] == "adam"))
+    each = weights * np.dtype(values["dtype"]).itemsize * (1 + (values["optimizer"] == "adam"))
     if (steps + 1) * each > MAX_TRAJECTORY_BYTES:
         given, fewer = ((f"--steps {steps}", "") if values["epochs"] is None else
                         (f"--epochs {values['epochs']} of {steps // values['epochs']} steps",
@@ -281,9 +296,12 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
     layout = _layout(resolved)
     library = resolved.backend.array_library
     make, arguments = _train_calls(resolved, layout)
+    if _in_memory(resolved):  # the blocks of the objects' graphs, computed here
+        arguments = [(*dask.compute(*args[:2]), *args[2:]) for args in arguments]
     training = [make(*args) for args in arguments]
     testing = ([held_out_part(s) for s in training] if layout["rows"] is not None
                else [make_shard(*args) for args in _test_arguments(resolved, layout)])
+    testing = testing if sum(layout["test"]) else []
     samples, steps, rate = layout["samples"], layout["steps"], resolved["learning_rate"]
     batch, epochs, sizes = resolved["batch_size"], resolved["epochs"], tuple(layout["train"])
 
@@ -306,7 +324,7 @@ def baseline(resolved: Resolved) -> tuple[float, dict]:
             w = descent.step(w, gradient / samples)
             losses.append(loss / samples)
         _, loss, _hits, _rows, _cells = passes(w, training, False)
-        _, test_loss, _hits, _rows, _cells = passes(w, testing, False)
+        test_loss = passes(w, testing, False)[1] if testing else 0.0
         return {"losses": [*losses, loss / samples], "test_loss": test_loss}
 
     seconds, answer = timed(resolved.backend, training_run)
@@ -323,8 +341,9 @@ def warm_up(backend_name: str) -> None:
 
     GPU workers run the run's own tasks on tiny shards for each element type: a shard drawn
     (:func:`pipelines.train.tasks.make_shard`), one read from ``.npy`` files
-    (:func:`make_input_shard`) and its held-out part, and on each the steps' passes
-    (:func:`pipelines.train.tasks.shard_pass`: with the gradient, its probes and a cell's
+    (:func:`make_input_shard`) and its held-out part, one split from device arrays
+    (:func:`make_memory_shard`), and on each the steps' passes
+    (:func:`pipelines.train.tasks.pass_at`: with the gradient, its probes and a cell's
     gradient reported whole, on all rows, a mini-batch and an epoch's step, then without) of
     both models, softmax regression and the hidden layer. That loads cuBLAS and compiles CuPy's
     elementwise and reduction kernels for every type a run uses. CPU workers have nothing to
@@ -346,17 +365,21 @@ def warm_up(backend_name: str) -> None:
                 np.save(files[-1], values)
             x, y = (reader_of(array_input.open_array(path)) for path in files)
             read = make_input_shard(x, y, 0, rows, np.array([0]), 0, dtype, library)
+        xp = importlib.import_module(library)
+        held = make_memory_shard(xp.asarray(drawn["x"]), xp.asarray(drawn["y"]),
+                                 np.array([0]), 0, dtype, library)
         flat = initial_weights(0, features, hidden, classes, dtype)
-        models = ((np.zeros((features + 1, classes), dtype),
+        models = ((np.zeros((features + 1, classes), dtype), None,
                    gradient_probes(0, features, classes)),
-                  (layers(flat, features, classes), flat_gradient_probes(0, flat.size)))
-        for shard in (drawn, read, held_out_part(read)):
+                  (flat, (features, classes), flat_gradient_probes(0, flat.size)))
+        for shard in (drawn, read, held_out_part(read), held):
             n = int(shard["y"].shape[0])  # an epoch's first step: half the shard's rows
-            for weights, probes in models:
+            for weights, layout, probes in models:
+                state = Step(weights, Descent("sgd", 1.0), 0.0)
                 for batch in (None, (0, 0, rows // 2, rows),
                               epoch_batches(0, 0, n, -(-n // 2), (n,))[0]):
-                    shard_pass(shard, weights, True, library, batch, probes, FIRST_CELL)
-                shard_pass(shard, weights, False, library)
+                    pass_at(shard, state, layout, True, library, batch, probes, FIRST_CELL)
+                pass_at(shard, state, layout, False, library)
 
 
 @pipeline("train-pipeline", SUMMARY, PARAMS, CHECK, settle=settle, baseline=baseline,
@@ -365,15 +388,7 @@ def prepare(resolved: Resolved) -> Workload:
     """Make the shards on the workers (kept there), and build the task that trains on them."""
     client = data_parallel.run_client("train-pipeline")
     layout = _layout(resolved)
-    make, arguments = _train_calls(resolved, layout)
-    if layout["rows"] is None:  # generated: test shards drawn after the training ones
-        futures = data_parallel.place(client, make, arguments
-                                      + _test_arguments(resolved, layout))
-    else:  # read: each shard keeps its range's held-out rows apart
-        futures = data_parallel.place(client, make, arguments)
-        futures += [client.submit(held_out_part, f, pure=False) for f in futures]
-    data_parallel.wait_kept(client, futures)
-    shards = data_parallel.ShardKeys.holding(futures)
+    shards = data_parallel.ShardKeys.holding(_placed(client, resolved, layout))
     samples, features, steps = layout["samples"], layout["features"], layout["steps"]
     batch, epochs, optimizer = resolved["batch_size"], resolved["epochs"], resolved["optimizer"]
     dtype = np.dtype(resolved["dtype"])
@@ -400,6 +415,7 @@ def prepare(resolved: Resolved) -> Workload:
     source = (f"teacher softmax regression, seed {resolved['seed']}" if layout["rows"] is None
               else f"{resolved['input']} (labels {resolved['labels']}), held-out rows "
                    f"seed {resolved['seed']}")
+    read_from = {} if layout["rows"] is None else _formats(resolved, layout)
     return Workload(
         collection=collection,
         drive=drive,
@@ -408,6 +424,7 @@ def prepare(resolved: Resolved) -> Workload:
         nbytes=elements * dtype.itemsize,
         description={
             "source": source,
+            **read_from,
             "shape": [samples, features],
             "classes": resolved["classes"],
             "test rows": sum(layout["test"]),
@@ -491,12 +508,67 @@ def _layout(resolved: Resolved) -> dict:
         layout["ranges"] = file_ranges(
             rows, held_out(resolved["seed"], rows, resolved["validation_fraction"]), train_sizes)
         layout["test"] = tuple(len(test) for _, _, test in layout["ranges"])
+    if not sum(layout["test"]):  # --validation-fraction 0: no test shards at all
+        layout["test"] = ()
     return layout
 
 
+def _in_memory(resolved: Resolved) -> bool:
+    return any(s.in_memory for s in resolved.inputs.values() if hasattr(s, "in_memory"))
+
+
+def _placed(client, resolved: Resolved, layout: dict) -> list:
+    """The shards made on the workers and kept there (training, then test): their futures.
+
+    Generated: the test shards drawn after the training ones. An input: each shard keeps its
+    range's held-out rows apart (none with ``--validation-fraction 0``). Arrays in memory:
+    their blocks computed first, on the cluster (the objects' own graphs), each shard then
+    its blocks split on the worker it is placed on; a Dask array's labels are checked there.
+    """
+    make, arguments = _train_calls(resolved, layout)
+    if layout["rows"] is None:
+        arguments += _test_arguments(resolved, layout)
+    blocks = []
+    if _in_memory(resolved):
+        blocks = client.compute([block for args in arguments for block in args[:2]])
+        arguments = [(blocks[2 * i], blocks[2 * i + 1], *args[2:])
+                     for i, args in enumerate(arguments)]
+    futures = data_parallel.place(client, make, arguments)
+    if layout["rows"] is not None and sum(layout["test"]):
+        futures += [client.submit(held_out_part, f, pure=False) for f in futures]
+    data_parallel.wait_kept(client, futures)
+    for block in blocks:  # the shards hold their rows; a lost one is made again from the graph
+        block.release()
+    labels = resolved.inputs.get("labels")
+    if labels is not None and isinstance(labels.reader, da.Array):
+        ranges = data_parallel.fetch(client, [client.submit(label_range, f, pure=False)
+                                              for f in futures[:len(layout["train"])]])
+        check_label_range(labels.path, min(r[0] for r in ranges), max(r[1] for r in ranges),
+                          resolved["classes"])
+    return futures
+
+
+def _formats(resolved: Resolved, layout: dict) -> dict:
+    """How an input's features and labels are held, and what was rechunked."""
+    sources = [resolved.inputs[name] for name in ("input", "labels")]
+    notes = [array_input.rechunking(s, memory_chunks(s, layout["ranges"])).get("rechunked")
+             for s in sources]
+    return {"format": [s.kind for s in sources],
+            **({"rechunked": notes} if any(notes) else {})}
+
+
 def _train_calls(resolved: Resolved, layout: dict) -> tuple:
-    """The function making a training shard, and its arguments for each shard."""
+    """The function making a training shard, and its arguments for each shard.
+
+    An array in memory's first two arguments are its lazy blocks (:func:`memory_blocks`); a
+    file's, in a mixed pair, its range's rows read lazily as a block too.
+    """
     library, dtype = resolved.backend.array_library, resolved["dtype"]
+    if _in_memory(resolved):
+        x, y = (_blocks(resolved.inputs[name], layout["ranges"], resolved.backend)
+                for name in ("input", "labels"))
+        return make_memory_shard, [(x[i], y[i], test, i, dtype, library)
+                                   for i, (_, _, test) in enumerate(layout["ranges"])]
     if layout["rows"] is not None:
         x, y = (reader_of(resolved.inputs[name]) for name in ("input", "labels"))
         return make_input_shard, [(x, y, a, b, test, i, dtype, library)
@@ -516,9 +588,16 @@ def _common(resolved: Resolved) -> tuple:
             resolved.backend.array_library, teacher)
 
 
+def _blocks(source, ranges, backend) -> list:
+    """One lazy block per shard's range of rows: an array in memory's, or a file's read."""
+    if source.in_memory:
+        return memory_blocks(source, ranges, backend)
+    return [file_block(source, a, b) for a, b, _ in ranges]
+
+
 def _input_context(resolved: Resolved, layout: dict) -> InputFiles | None:
-    """Where the check reads an input: paths, kinds, rows (``None`` for generated data)."""
+    """Where the check reads an input: sources, kinds, rows (``None`` for generated data)."""
     if layout["rows"] is None:
         return None
     x, y = resolved.inputs["input"], resolved.inputs["labels"]
-    return InputFiles(x.path, x.kind, y.path, y.kind, layout["rows"])
+    return InputFiles(x, x.kind, y, y.kind, layout["rows"])

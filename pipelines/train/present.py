@@ -21,7 +21,7 @@ def present(workload: Workload, raw: dict) -> dict:
     ctx.kept.final_weights = np.asarray(raw["weights"][-1])  # what --output writes
     samples, tested = ctx.samples, sum(ctx.test_sizes)
     accuracies = np.asarray(raw["right"]) / np.maximum(np.asarray(raw["rows"]), 1)
-    test = int(raw["test_right"]) / tested
+    test = int(raw["test_right"]) / tested if tested else None
     wall = float(np.median(raw["step_s"]))
     computing = float(np.median(raw["step_compute_s"]))
     communicating = max(0.0, wall - computing)
@@ -36,21 +36,25 @@ def present(workload: Workload, raw: dict) -> dict:
         "train vs held out": (f"loss {float(raw['losses'][-1]):.4g} / "
                               f"{float(raw['test_loss']) / tested:.4g}, accuracy "
                               f"{float(accuracies[-1]):.4f} / {test:.4f} ({samples} training "
-                              f"rows, {tested} held out)"),
+                              f"rows, {tested} held out)" if tested else
+                              f"loss {float(raw['losses'][-1]):.4g}, accuracy "
+                              f"{float(accuracies[-1]):.4f} ({samples} training rows, none "
+                              "held out)"),
         "accuracies": accuracies,  # an array: the table shows it whole, JSON as a list
         "step_s": wall,
         "step_compute_s": computing,
         "step_communication_s": communicating,
     })
-    if ctx.teacher:  # only a teacher knows the best accuracy
+    if ctx.teacher and tested:  # only a teacher knows the best accuracy
         workload.description["best_accuracy"] = float(raw["test_best"]) / tested
     return value_of(raw, samples, tested)
 
 
 def value_of(raw: dict, samples: int, tested: int) -> dict:
-    """The run's value: the final loss, the test loss, the loss at every step."""
+    """The run's value: the final loss, the test loss (None: none held out), every step's."""
     losses = [float(v) for v in raw["losses"]]
-    return {"loss": losses[-1], "test_loss": float(raw["test_loss"]) / tested,
+    return {"loss": losses[-1],
+            "test_loss": float(raw["test_loss"]) / tested if tested else None,
             "losses": losses}
 
 

@@ -33,22 +33,26 @@ def held_out_rows(samples: int, fraction: float | None = None) -> int:
     """Held-out test rows for ``samples`` training rows (generated data).
 
     A tenth within ``[TEST_MIN, TEST_MAX]``; with ``fraction`` (``--validation-fraction``)
-    that share of ``samples`` rounded up, at least one.
+    that share of ``samples`` rounded up, at least one; none with a ``fraction`` of 0.
 
     >>> held_out_rows(20_000), held_out_rows(10**9), held_out_rows(20_000, 0.25)
     (2000, 200000, 5000)
     """
+    if fraction == 0:
+        return 0
     if fraction is not None:
         return max(1, math.ceil(fraction * samples))
     return min(TEST_MAX, max(TEST_MIN, math.ceil(TEST_SHARE * samples)))
 
 
 def held_out_shards(rows: int, shards: int) -> tuple[int, ...]:
-    """Test rows split into at most ``shards`` near-equal shards.
+    """Test rows split into at most ``shards`` near-equal shards (none without test rows).
 
-    >>> held_out_shards(10, 3)
-    (4, 3, 3)
+    >>> held_out_shards(10, 3), held_out_shards(0, 3)
+    ((4, 3, 3), ())
     """
+    if rows == 0:
+        return ()
     shards = max(1, min(shards, rows))
     base, extra = divmod(rows, shards)
     return tuple(base + (i < extra) for i in range(shards))
@@ -63,11 +67,13 @@ def input_held_out(rows: int, fraction: float | None = None) -> int:
     """Held-out test rows of an input of ``rows`` rows (at least 2): a tenth, at least 1.
 
     With ``fraction`` (``--validation-fraction``): that share of the rows rounded half up,
-    at least 1 and at most ``rows - 1``, with no upper cap.
+    at least 1 and at most ``rows - 1``, with no upper cap; none with a ``fraction`` of 0.
 
-    >>> input_held_out(2), input_held_out(3000), input_held_out(10**9), input_held_out(1797, 0.2)
-    (1, 300, 200000, 359)
+    >>> input_held_out(2), input_held_out(3000), input_held_out(1797, 0.2), input_held_out(9, 0)
+    (1, 300, 359, 0)
     """
+    if fraction == 0:
+        return 0
     if fraction is not None:
         return min(rows - 1, max(1, math.floor(fraction * rows + 0.5)))
     return min(TEST_MAX, rows - 1, max(1, math.ceil(TEST_SHARE * rows)))
@@ -193,11 +199,16 @@ def cells_of(rows: int, cell: int) -> int:
 
 @dataclass(frozen=True)
 class InputFiles:
-    """Where an input's rows are read again: the features' and labels' paths and kinds."""
+    """Where an input's rows are read again: the features' and labels' sources and kinds.
 
-    features: str
+    ``features`` and ``labels`` are :class:`~daskgpu.data.array_input.ArraySource` objects
+    (a file, or an array in memory: never sent to a task whole) that the check reads through
+    :func:`daskgpu.verification.replay.region`; ``rows``: the input's.
+    """
+
+    features: Any
     features_kind: str
-    labels: str
+    labels: Any
     labels_kind: str
     rows: int
 

@@ -27,6 +27,7 @@ with that sequence's first 64-bit word.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import math
 import time
@@ -329,14 +330,16 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
     step's weights and gradient are flat, and the workers get ``(W1, W2)``. ``report``: per
     step, the ``(shard, cell)`` rows whose gradient is reported whole (:func:`shard_pass`).
 
-    ``shards[:train_shards]`` hold the training rows, the rest the held-out test rows.
-    Every step: the weights broadcast, one :func:`shard_pass` per shard (on all its rows, or
-    on its rows of the step's mini-batch of ``batch`` rows: a seeded sample, or with
+    ``shards[:train_shards]`` hold the training rows, the rest the held-out test rows (maybe
+    none). Every step: one :func:`shard_pass` per shard at the step's weights (on all its
+    rows, or on its rows of the step's mini-batch of ``batch`` rows: a seeded sample, or with
     ``epochs`` the epoch's next batch, :func:`step_batches`; ``sizes``: the training shards'
-    rows), the gradients summed by a tree reduction, the step applied here
-    (:class:`Descent` of ``optimizer`` at ``rate`` along ``gradient / samples``). After the
-    last step one more pass gives the final weights' loss and accuracy on all rows, and one
-    over the test shards.
+    rows), the gradients summed by a tree reduction, the step applied once (:func:`stepped`:
+    :class:`Descent` of ``optimizer`` at ``rate`` along ``gradient / samples``). Every step's
+    tasks are submitted at once, each depending on the last's weights, so the steps follow
+    each other on the workers without a round trip to this client, which gathers what each
+    step reports as they come. After the last step one more pass gives the final weights'
+    loss and accuracy on all rows, and one over the test shards.
 
     Returns
     -------
@@ -344,65 +347,120 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
         ``weights`` (steps + 1, features + 1, classes), or (steps + 1, parameters) with a
         hidden layer, the weights before each step and the final ones; ``losses`` and
         ``right`` at each of them (a mini-batch step's loss is its estimate of the full
-        loss), ``rows`` their rows; ``test_loss``, ``test_right``, ``test_best``;
-        ``cells``, per pass (every step's and the final one) the sums of each cell of rows
-        it read, shard after shard (:func:`shard_pass`), and ``test_cells``, the test
-        pass's; the times of each step (``step_s``, ``step_compute_s``); with Adam,
-        ``gradients`` (steps, ...), each step's float64 mean gradient that the update took.
+        loss), ``rows`` their rows; ``test_loss``, ``test_right``, ``test_best`` (zero
+        without test shards); ``cells``, per pass (every step's and the final one) the sums
+        of each cell of rows it read, shard after shard (:func:`shard_pass`), and
+        ``test_cells``, the test pass's; the times of each step (``step_s``,
+        ``step_compute_s``); with Adam, ``gradients`` (steps, ...), each step's mean
+        gradient that the update took, in the weights' dtype.
     """
     training, testing = shards[:train_shards], shards[train_shards:]
     w = (np.zeros((features + 1, classes), dtype=dtype) if initial is None
          else np.asarray(initial, dtype=dtype))
-    flat = w.ndim == 1
-    trajectory, losses, right, rows, wall, computed = [w], [], [], [], [], []
-    passes = []
-
-    def shipped(w):
-        return hidden_layer.layers(w, features, classes) if flat else w
-
-    probes = data_parallel.broadcast(client, hidden_layer.gradient_probes(seed, w.size) if flat
-                                     else gradient_probes(seed, features, classes))
-    current = data_parallel.broadcast(client, shipped(w))
-    descent, means = Descent(optimizer, rate), []
-    batches = step_batches(seed, steps, batch, samples, sizes, epochs)
-    for t, drawn in enumerate(batches):
-        if isinstance(drawn, EpochStep):  # an epoch's rows: to every worker once
-            drawn = data_parallel.broadcast(client, drawn)
-        (gradient, loss, hits, read, cells), spent = data_parallel.step(
-            client, training, shard_pass, data_parallel.add_pairs, current, True, library,
-            drawn, probes, None if report is None else report[t])
-        began = time.perf_counter()
-        means.append(gradient / samples)
-        w = descent.step(w, means[-1])
-        current.release()
-        if hasattr(drawn, "release"):
-            drawn.release()
-        current = data_parallel.broadcast(client, shipped(w))
-        wall.append(spent.wall_s + time.perf_counter() - began)
-        computed.append(spent.compute_s)
-        trajectory.append(w)
-        losses.append(loss / samples)
-        right.append(hits)
-        rows.append(read)
-        passes.append(in_shard_order(cells))
+    layout = (features, classes) if w.ndim == 1 else None
+    probes = data_parallel.broadcast(client, hidden_layer.gradient_probes(seed, w.size)
+                                     if layout else gradient_probes(seed, features, classes))
+    began = time.time()
+    states = [data_parallel.broadcast(client, Step(w, Descent(optimizer, rate), began))]
+    reports = []
+    for t, drawn in enumerate(step_batches(seed, steps, batch, samples, sizes, epochs)):
+        parts = [client.submit(pass_at, shard, states[-1], layout, True, library,
+                               _own(drawn, s), probes, None if report is None else report[t],
+                               pure=False) for s, shard in enumerate(training)]
+        while len(parts) > 2:  # the tree reduction's levels but the last (in stepped)
+            parts = [client.submit(data_parallel.add_pairs, parts[i], parts[i + 1], pure=False)
+                     for i in range(0, len(parts) - 1, 2)] + parts[len(parts) - len(parts) % 2:]
+        states.append(client.submit(stepped, states[-1], samples, *parts, pure=False))
+        reports.append(client.submit(reported, states[-1], pure=False))
+    found = []
+    for t, future in enumerate(reports):  # in order, letting go of what the next steps took
+        found.append(data_parallel.fetch(client, [future])[0])
+        for done in (future, states[t]):
+            done.release()
+    trajectory = [w, *(step["weights"] for step in found)]
+    ends = [began, *(step["done"] for step in found)]
+    passes = [step["cells"] for step in found]
+    losses, right, rows = ([step[key] for step in found] for key in ("loss", "right", "rows"))
     (_, loss, hits, read, cells), _ = data_parallel.step(
-        client, training, shard_pass, data_parallel.add_pairs, current, False, library)
+        client, training, pass_at, data_parallel.add_pairs, states[-1], layout, False, library)
     losses.append(loss / samples)
     right.append(hits)
     rows.append(read)
     passes.append(in_shard_order(cells))
-    (_, test_loss, test_hits, _, cells), _ = data_parallel.step(
-        client, testing, shard_pass, data_parallel.add_pairs, current, False, library)
-    best = sum(client.gather([client.submit(shard_best, s, pure=False) for s in testing]))
-    current.release()
-    probes.release()
-    found = {"gradients": np.stack(means)} if optimizer == "adam" else {}
-    return {**found, "weights": np.stack(trajectory), "losses": np.array(losses),
+    test_loss, test_hits, cells, best = 0.0, 0, [(0, _NO_CELLS)], 0.0
+    if testing:  # none held out (--validation-fraction 0): no test pass
+        (_, test_loss, test_hits, _, cells), _ = data_parallel.step(
+            client, testing, pass_at, data_parallel.add_pairs, states[-1], layout, False,
+            library)
+        best = sum(client.gather([client.submit(shard_best, s, pure=False) for s in testing]))
+    for future in (states[-1], probes):
+        future.release()
+    gradients = {"gradients": np.stack([step["gradient"] for step in found])
+                 } if optimizer == "adam" else {}
+    return {**gradients, "weights": np.stack(trajectory), "losses": np.array(losses),
             "right": np.array(right, dtype=np.int64),
             "rows": np.array(rows, dtype=np.int64), "test_loss": float(test_loss),
             "test_right": int(test_hits), "test_best": float(best),
             "cells": passes, "test_cells": in_shard_order(cells),
-            "step_s": wall, "step_compute_s": computed}
+            "step_s": list(np.diff(ends)), "step_compute_s": [s["compute_s"] for s in found]}
+
+
+@dataclass(frozen=True)
+class Step:
+    """What a step hands the next: the weights after it, the update's state, when it ended.
+
+    ``found``: what the step reports (:func:`reported`), None before the first step.
+    """
+
+    weights: np.ndarray
+    descent: Descent
+    done: float
+    found: dict | None = None
+
+
+def _own(drawn, shard: int):
+    """A step's batch argument for one shard: an epoch's step carries only that shard's rows."""
+    if not isinstance(drawn, EpochStep):
+        return drawn
+    return EpochStep(tuple(p if i == shard else None for i, p in enumerate(drawn.parts)),
+                     drawn.scale)
+
+
+def stepped(state: Step, samples: int, *parts) -> Step:
+    """One step applied where its shards' sums meet: their sum, the mean gradient, the update.
+
+    The last level of the shards' tree reduction (:func:`data_parallel.add_pairs`). Adam
+    steps along the mean gradient rounded to the weights' dtype, which the run reports.
+    """
+    total = parts[0]
+    for part in parts[1:]:
+        total = data_parallel.add_pairs(total, part)
+    (gradient, loss, hits, read, cells), seconds = total
+    descent, mean = copy.copy(state.descent), gradient / samples
+    adam = descent.optimizer == "adam"
+    if adam:
+        mean = mean.astype(state.weights.dtype)
+    w = descent.step(state.weights, mean.astype(np.float64))
+    return Step(w, descent, time.time(), {
+        "gradient": mean if adam else None, "loss": loss / samples, "right": hits, "rows": read,
+        "cells": in_shard_order(cells), "compute_s": float(seconds)})
+
+
+def pass_at(shard: dict, state: Step, layout: tuple | None, *args) -> tuple:
+    """:func:`shard_pass` at ``state``'s weights: a step's tasks take the step before whole.
+
+    With a hidden layer (``layout``: features and classes) the weights go as :class:`Layers`.
+    """
+    w = state.weights
+    return shard_pass(shard, hidden_layer.layers(w, *layout) if layout else w, *args)
+
+
+def reported(state: Step) -> dict:
+    """What a step reports to the driver: its weights, time and sums (:func:`stepped`)."""
+    return {"weights": state.weights, "done": state.done, **state.found}
+
+
+_NO_CELLS = {"loss": np.zeros(0), "right": np.zeros(0, dtype=np.int64)}
 
 
 def in_shard_order(cells: list) -> dict:
