@@ -69,7 +69,7 @@ def test_the_kept_spectrum_is_the_runs_own_transform_made_once(in_process_client
     assert transforms == once
     spectrum = _kept(workload)
     assert spectrum.shape == (48, 40) and spectrum.dtype == np.complex128
-    values = spectrum.compute()
+    values = spectrum.compute(scheduler=in_process_client.client)
     assert transforms == once  # read from the workers, not transformed again
     for depth in ("fast", "full"):
         assert verify_on(in_process_client, spec, workload, raw, depth).ok
@@ -128,7 +128,7 @@ def test_every_transform_is_kept_as_numpy_gives_it(in_process_client, case, layo
     data = _generated(in_process_client, params) if given is None else given
     expected = transform(data.astype(np.complex128 if data.dtype.kind == "c" else np.float64))
     assert spectrum.shape == expected.shape and spectrum.dtype == dtype
-    got = spectrum.compute()
+    got = spectrum.compute(scheduler=in_process_client.client)
     assert isinstance(got, np.ndarray) and got.dtype == dtype
     eps = np.finfo(dtype).eps
     scale = np.abs(expected).max()
@@ -143,4 +143,5 @@ def test_from_python_the_value_holds_the_spectrum_on_the_workers(cpu_client, lay
     spectrum = result.value["spectrum"]
     assert isinstance(spectrum, dask.array.Array) and spectrum.shape == (64, 48)
     assert spectrum.dtype == np.complex128 and result.verified
-    assert np.allclose(spectrum.compute(), np.fft.fft2(x), rtol=0, atol=1e-9)
+    got = spectrum.compute(scheduler=cpu_client.client)
+    assert np.allclose(got, np.fft.fft2(x), rtol=0, atol=1e-9)

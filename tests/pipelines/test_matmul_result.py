@@ -58,7 +58,7 @@ def test_from_python_the_product_is_kept_on_the_workers_and_computed_once(
     assert len(computed) == products  # the compute shared the kept blocks: none made twice
     product = result.value["product"]
     _kept(product, result)
-    c = product.compute()
+    c = product.compute(scheduler=in_process_client.client)
     assert isinstance(c, np.ndarray) and len(computed) == products  # read, not recomputed
     spec = registry.get("matmul-pipeline")
     resolved = spec.resolve(in_process_client.backend, shape=SHAPE, chunks=chunks, seed=4)
@@ -95,7 +95,7 @@ def test_arrays_in_hand_give_the_same_kind_of_value(in_process_client, kind):
     product = result.value["product"]
     _kept(product, result)
     assert product.dtype == np.float64
-    _close_to(product.compute(), a, b)
+    _close_to(product.compute(scheduler=in_process_client.client), a, b)
     generated = daskgpu.run("matmul-pipeline", in_process_client, shape=SHAPE, chunks=CHUNKS,
                             dtype="float32", seed=2)
     assert generated.verified and generated.value["product"].dtype == np.float32

@@ -537,7 +537,7 @@ def test_from_python_the_final_grid_stays_on_the_workers_as_a_dask_array(cpu_cli
     assert isinstance(grid, dask.array.Array) and grid.shape == (120, 120)
     # persisted: its graph is its 9 blocks on the workers, not the steps that made them
     assert len(dict(grid.__dask_graph__())) == 9
-    values = grid.compute()
+    values = grid.compute(scheduler=cpu_client.client)  # the session's: its blocks are there
     assert isinstance(values, np.ndarray)
     assert math.sqrt((values.astype(np.float64) ** 2).sum()) == pytest.approx(
         result.value["l2_norm"], rel=1e-12)
