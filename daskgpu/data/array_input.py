@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dask.array as da
 import numpy as np
@@ -61,6 +61,9 @@ class ArraySource:
     shape: tuple[int, ...]
     dtype: np.dtype
     reader: object  # NpyBlocks, a zarr array, or the array in memory
+    # An array in memory's blocks sent to the workers (Dask arrays on scattered futures): held
+    # here, as long as the run holds its inputs, for a graph built on them holds only keys.
+    sent: list = field(default_factory=list, compare=False, repr=False)
 
     @property
     def in_memory(self) -> bool:
@@ -231,7 +234,9 @@ def to_dask(source: ArraySource, chunks: tuple[int, ...], backend) -> da.Array:
     the Dask graph it is, rechunked where its blocks are not ``chunks``).
     """
     if source.in_memory:
-        return memory_input.to_dask(source.reader, chunks, backend)
+        array = memory_input.to_dask(source.reader, chunks, backend)
+        source.sent.append(array)
+        return array
     if source.kind == "zarr":
         arr = da.from_zarr(source.path, chunks=chunks)
     else:

@@ -11,8 +11,11 @@ object itself (:func:`region`), not through the run's graph.
 
 from __future__ import annotations
 
+import itertools
 import math
+import uuid
 
+import dask
 import dask.array as da
 import numpy as np
 
@@ -92,13 +95,31 @@ def to_dask(array, chunks: tuple, backend) -> da.Array:
         if array.chunks != blocks:
             array = array.rechunk(blocks)
     else:
-        # Each block its own task of the graph: the data reaches a worker once.
-        array = da.from_array(array, chunks=blocks, asarray=False)
+        array = _sent(array, blocks)
     if library(array) == "numpy":
         to_device = backend.to_device()
         if to_device is not None:
             array = array.map_blocks(to_device, dtype=array.dtype)
     return array
+
+
+def _sent(array, blocks: tuple) -> da.Array:
+    """A NumPy or CuPy array as a Dask array of ``blocks`` that reach the workers once.
+
+    On a cluster (a distributed client as Dask's scheduler, as while a run builds) the blocks
+    are scattered straight to the workers, spread over them, four times as fast as through the
+    scheduler in a graph; else each block is its own piece of the graph. Either way it is
+    named without hashing the data (a 2 GB array takes seconds to hash).
+    """
+    name = f"input-{uuid.uuid4().hex}"
+    client = dask.config.get("scheduler", None)
+    if not hasattr(client, "scatter"):
+        return da.from_array(array, chunks=blocks, asarray=False, name=name)
+    slices = da.core.slices_from_chunks(blocks)
+    futures = client.scatter([array[where] for where in slices], hash=False)
+    keys = itertools.product([name], *(range(len(c)) for c in blocks))
+    return da.Array(dict(zip(keys, futures, strict=True)), name, blocks,
+                    meta=array[tuple(slice(0, 0) for _ in array.shape)])
 
 
 def rechunked(array, chunks: tuple) -> str | None:
