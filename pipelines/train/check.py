@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from daskgpu.verification import FALSE_ALARM, Check, Unreadable, differences, replay, rounding
+from daskgpu.verification.plans import Plan
+from daskgpu.verification.sampling import Sampler
 from pipelines.train import check_fast, check_full, shared
 from pipelines.train.check_mutations import MUTATIONS
 from pipelines.train.check_replay import CLOSE, LOSS, LOSS_TOL, RIGHT, batch_words, entry, probes
@@ -30,6 +32,10 @@ from pipelines.train.shared import INIT, PROBES, TrainContext, unpacked
 
 #: Fewer training rows per feature: a model may rightly learn nothing.
 ROWS_PER_FEATURE = 10
+#: Steps whose weights (and gradients) the check holds in float64 at once.
+AT_ONCE = 16
+#: Adam's beta_1, beta_2, epsilon.
+ADAM = (shared.ADAM_BETA_1, shared.ADAM_BETA_2, shared.ADAM_EPSILON)
 
 
 #: What a run reports, in the order :class:`Run` holds it.
@@ -52,6 +58,7 @@ class Run:
     test_cells: dict
     again: Any = None
     gradients: Any = None
+    moments: Any = None  # Adam's last step's (m, v, M), summed by moved_by_cells
 
     @property
     def flat(self) -> np.ndarray:
@@ -121,10 +128,10 @@ def structure(ctx: TrainContext, r: Run, verdict) -> None:
                      f"counts, {len(r.cells)} passes' cells for {shape[0]} steps")
     elif not np.array_equal(r.weights[0], (start := initial_weights(ctx))[0]):
         verdict.fail(f"weights before the first step are not {start[1]}")
-    else:
-        verdict.require(np.all(np.isfinite(r.weights)) and (not adam or np.all(np.isfinite(
-            r.gradients))), "weights or gradients hold NaN or infinite values (the training "
-            "diverged)")
+    else:  # a few steps at a time: no copy of them all
+        verdict.require(all(np.isfinite(a[i:i + AT_ONCE]).all() for a in (
+            r.weights, r.gradients if adam else ()) for i in range(0, len(a), AT_ONCE)),
+            "weights or gradients hold NaN or infinite values (the training diverged)")
 
 
 def passes_add_up(ctx: TrainContext, r: Run, verdict) -> None:
@@ -170,25 +177,34 @@ def moved_by_cells(ctx: TrainContext, r: Run, verdict) -> None:
     scaled as its step's rows were): the weights' rounding to their dtype, and the float64
     sums of probes and cells.
     """
-    w, n, rate = r.flat, ctx.samples, ctx.learning_rate
+    n, rate, adam, u = ctx.samples, ctx.learning_rate, ctx.optimizer == "adam", rounding(4)
     along = probes(ctx.seed, ctx.features, ctx.classes, ctx.hidden, ctx.parameters)
     reach = np.abs(along)
     _, scales, counts = geometry(ctx)
-    if ctx.optimizer == "adam":
-        moved = np.asarray(r.gradients, dtype=np.float64).reshape(ctx.steps, -1) * n
-        rounded = (rounding(4) + rounding(1, ctx.dtype)) * (np.abs(moved) @ reach.T)
-        what = "the reported gradient {} (times samples)"
-    else:
-        moved = (w[:-1] - w[1:]) * (n / rate)
-        rounded = (n / rate) * (rounding(1, ctx.dtype) + rounding(4)) * (np.abs(w[1:]) @ reach.T)
-        what = "the weights moved by {} (times samples / rate)"
+    found = []  # per step: moved along the probes, |moved| along |probes|, rounding, size
+    r.moments, later = [np.zeros(ctx.parameters) for _ in range(3)], np.arange(ctx.steps)[::-1]
+    for a in range(0, ctx.steps, AT_ONCE):  # float64 copies of AT_ONCE steps at a time
+        w = np.asarray(r.weights[a:a + AT_ONCE + 1], np.float64).reshape(-1, ctx.parameters)
+        g = np.asarray(r.gradients[a:a + AT_ONCE], np.float64).reshape(len(w) - 1, -1) if adam \
+            else None
+        moved = g * n if adam else (w[:-1] - w[1:]) * (n / rate)
+        spread = np.abs(moved)
+        for total, beta, part in zip(r.moments, (*ADAM[:2], ADAM[0]),
+                                     (g, g * g, spread / n) if adam else (), strict=False):
+            total += (1 - beta) * beta ** later[a:a + len(g)] @ part  # Adam's, closed form
+        spread = spread @ reach.T
+        found.append(np.hstack([moved @ along.T, spread, (u + rounding(1, ctx.dtype)) * (
+            spread if adam else n / rate * np.abs(w[1:]) @ reach.T), np.array(
+            [[gradient_size(ctx, x, r.again.sums)] for x in w[:-1]])]))
+    dots, spread, rounded, size = np.split(np.vstack(found), [PROBES, 2 * PROBES, 3 * PROBES], 1)
+    what = ("the reported gradient {} (times samples)" if adam else
+            "the weights moved by {} (times samples / rate)")
     summed = np.array([np.repeat(scale, count) @ np.asarray(sums["probe"])
                        for scale, count, sums in zip(scales, counts, r.cells, strict=False)])
-    size = np.array([gradient_size(ctx, weights, r.again.sums) for weights in w[:-1]])
-    allowed = rounded + 2 * rounding(w.shape[1] + counts.sum(axis=1))[:, None] * (
-        np.abs(moved) @ reach.T + np.outer(size * scales.max(axis=1), reach.max(axis=1)))
+    allowed = rounded + 2 * rounding(ctx.parameters + counts.sum(axis=1))[:, None] * (
+        spread + np.outer(size[:, 0] * scales.max(axis=1), reach.max(axis=1)))
     if verdict.note(differences(
-            moved @ along.T, summed, what="probe", tolerance=allowed,
+            dots, summed, what="probe", tolerance=allowed,
             label=lambda i: f"step {i // PROBES + 1}: probe {i % PROBES}",
             reported_as=what,
             expected_as="the gradient its cells sum to gives {}")):
@@ -198,39 +214,65 @@ def moved_by_cells(ctx: TrainContext, r: Run, verdict) -> None:
                           f"{PROBES} random probes)")
 
 
-def adam_agrees(ctx: TrainContext, r: Run, verdict) -> None:
-    """With Adam, every step replayed in float64 from the reported gradients: every weight.
+def adam_agrees(ctx: TrainContext, r: Run, verdict, depth: str = "full") -> None:
+    """With Adam, every step replayed in float64 from the reported gradients, every weight.
 
     This check's own Adam: ``m``, ``v`` from zero, ``lr_t = rate sqrt(1 - beta_2^t) /
-    (1 - beta_1^t)``, ``w[t] - lr_t m / (sqrt(v) + epsilon)``. Allowed: both computations'
-    float64 rounding (``M``, the moment of ``|g|``, bounds ``|m|``; the powers' rounding is
-    magnified by ``1 / (1 - beta^t)``) and the weights' rounding to their dtype.
+    (1 - beta_1^t)``, ``w[t] - lr_t m / (sqrt(v) + epsilon)``. Adam works weight by weight:
+    at ``fast`` a seeded sample of the weights is replayed (:func:`adam_sampled`).
     """
     if ctx.optimizer != "adam":
         return
-    w, shape = r.flat, r.weights.shape[1:]
-    gradients = np.asarray(r.gradients, dtype=np.float64).reshape(ctx.steps, -1)
+    plan = Plan.at(depth, ctx.parameters, Sampler(ctx.seed, "adam"), unit="weights")
+    cols, shape, (b1, b2) = np.array(plan.parts), r.weights.shape[1:], ADAM[:2]
+    w = np.asarray(r.weights.reshape(ctx.steps + 1, -1)[:, cols], dtype=np.float64)
+    gradients = np.asarray(r.gradients.reshape(ctx.steps, -1)[:, cols], dtype=np.float64)
     first = second = size = np.zeros(w.shape[1])
-    b1, b2, eps = shared.ADAM_BETA_1, shared.ADAM_BETA_2, shared.ADAM_EPSILON
     for t, g in enumerate(gradients):
-        k = t + 1
         first = b1 * first + (1 - b1) * g
         second = b2 * second + (1 - b2) * np.square(g)
         size = b1 * size + (1 - b1) * np.abs(g)
-        factor = ctx.learning_rate * math.sqrt(1 - b2 ** k) / (1 - b1 ** k)
-        scale = factor / (np.sqrt(second) + eps)
-        expected = w[t] - scale * first
-        relative = rounding(3 * k + 12) + rounding(2) * (1 / (1 - b2 ** k) + 1 / (1 - b1 ** k))
-        allowed = (relative * scale * size + rounding(2, ctx.dtype) * np.abs(expected)
-                   + rounding(4) * np.abs(w[t]))
-        if not verdict.note(differences(
-                w[k], expected, what="weight", tolerance=allowed, reported_as="{} reported",
-                label=lambda i, k=k: f"step {k}: weights[{entry(i, shape)}]",
-                expected_as="Adam on the reported gradients gives {}")):
+        if not adam_step(ctx, verdict, t + 1, (first, second, size), w[t], w[t + 1],
+                         lambda i: entry(cols[i], shape)):
             return
     verdict.establish(f"all {ctx.steps} Adam steps replayed in float64 from the reported "
-                      f"gradients (beta_1 {b1}, beta_2 {b2}, epsilon {eps}, "
-                      "bias-corrected): every weight agrees")
+                      f"gradients (beta_1 {b1}, beta_2 {b2}, epsilon {ADAM[2]}, bias-corrected)"
+                      ": " + ("every weight agrees" if plan.complete else plan.promise))
+
+
+def adam_step(ctx: TrainContext, verdict, k: int, moments, before, after, where,
+              terms: int = 0) -> bool:
+    """Whether Adam's step ``k`` from the moments ``(m, v, M)`` moves ``before`` to ``after``.
+
+    Allowed: both computations' float64 rounding (``M``, the moment of ``|g|``, bounds
+    ``|m|``; ``terms`` more in the moments' sums; the powers' rounding is magnified by
+    ``1 / (1 - beta^k)``) and the weights' rounding to their dtype.
+    """
+    (first, second, size), (b1, b2, eps) = moments, ADAM
+    scale = ctx.learning_rate * math.sqrt(1 - b2 ** k) / (1 - b1 ** k) / (np.sqrt(second) + eps)
+    expected = before - scale * first
+    relative = rounding(3 * k + 12 + terms) + rounding(2) * (1 / (1 - b2**k) + 1 / (1 - b1**k))
+    allowed = (relative * scale * size + rounding(2, ctx.dtype) * np.abs(expected)
+               + rounding(4) * np.abs(before))
+    return bool(np.all(np.abs(after - expected) <= allowed)) or verdict.note(differences(
+        after, expected, what="weight", tolerance=allowed, reported_as="{} reported",
+        label=lambda i: f"step {k}: weights[{where(i)}]",
+        expected_as="Adam on the reported gradients gives {}"))
+
+
+def adam_sampled(ctx: TrainContext, r: Run, verdict) -> None:
+    """At ``fast``: the last Adam step in every weight, then :func:`adam_agrees` on a sample.
+
+    The last step's moments in closed form, ``m = sum_t (1 - beta_1) beta_1^(T - t) g[t]``
+    (and ``v`` of ``g^2``), summed a few steps at a time (:func:`moved_by_cells`): no replay.
+    """
+    if ctx.optimizer != "adam":
+        return
+    w = np.asarray(r.weights[-2:], np.float64).reshape(2, -1)
+    if adam_step(ctx, verdict, ctx.steps, r.moments, w[0], w[1],
+                 lambda i: entry(i, r.weights.shape[1:]), ctx.steps):
+        verdict.establish("the last Adam step in every weight, its moments summed again")
+        adam_agrees(ctx, r, verdict, "fast")
 
 
 def gradient_size(ctx: TrainContext, flat: np.ndarray, sums: np.ndarray) -> float:
@@ -436,7 +478,7 @@ def loss_allowance(ctx: TrainContext, r: Run) -> np.ndarray:
 
 CHECK = Check(
     fast=(structure, passes_add_up, check_fast.recompute, check_fast.kept_are_the_data,
-          moved_by_cells, adam_agrees, passes_agree, test_agrees, check_fast.cells_agree,
+          moved_by_cells, adam_sampled, passes_agree, test_agrees, check_fast.cells_agree,
           check_fast.sampled_cells_agree, within_bounds, descent),
     full=(structure, passes_add_up, check_full.recompute, moved_by_cells,
           check_full.steps_agree, adam_agrees, passes_agree, test_agrees, within_bounds,

@@ -3,7 +3,8 @@
 :class:`Model` evaluates the run's model per row and set of weights: the loss and how far the
 run's may lie from it, whether the row is right or too close to call, and on asked sets the
 gradient over the rows with its allowance, entry by entry. Softmax regression is evaluated for
-several sets in one product (over many rows in the data's dtype), the hidden layer in float64.
+several sets in one product, the hidden layer in float64 (over many rows, the largest product of
+each in the data's dtype, both computations' rounding allowed).
 The allowances carry both computations' rounding (:func:`daskgpu.verification.rounding`)
 through the layers: a logit within ``c(d + 1) (|x| |w_k| + |b_k|)``, the softmax outputs within
 ``p (2 max|dz| + c(classes + 3))``, a gradient entry within ``c(cell)`` of its magnitude (the
@@ -47,8 +48,8 @@ class Model:
         return rounding(terms, self.dtype) + rounding(terms, self.computed)
 
     def over_many_rows(self) -> Model:
-        """The model evaluated over many rows: softmax regression in the data's dtype."""
-        return self if self.hidden is not None else replace(self, computed=self.dtype)
+        """The model evaluated over many rows: its largest product in the data's dtype."""
+        return replace(self, computed=self.dtype)
 
     def evaluate(self, xp, x, y, weights, gradient=(), summed: int = 0) -> tuple:
         """Rows ``x``, labels ``y`` at each of ``weights`` (sets, parameters), host float64.
@@ -121,9 +122,9 @@ def _hidden(m: Model, xp, x, y, flat, gradient: bool, summed: int) -> tuple:
     d, k = m.features, m.classes
     first, second = (xp.asarray(np.ascontiguousarray(w)) for w in shared.unpacked(flat, d, k))
     a1, b1, a2, b2 = first[:-1], first[-1], second[:-1], second[-1]
-    x = x.astype(np.float64)
-    norm2 = (x * x).sum(axis=1)
-    h = x @ a1 + b1
+    x = x.astype(m.computed, copy=False)  # float64 but over many rows (the first product)
+    norm2 = xp.einsum("ij,ij->i", x, x).astype(np.float64) * (1 + m.u(d))
+    h = (x @ a1.astype(m.computed) + b1.astype(m.computed)).astype(np.float64)
     err_h = (m.u(d + 1) * (xp.sqrt(norm2)[:, None] * xp.sqrt((a1 * a1).sum(axis=0))[None]
                            + xp.abs(b1)) + m.u(1) * xp.abs(h))
     active = xp.maximum(h, 0)

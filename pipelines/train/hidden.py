@@ -37,6 +37,23 @@ def gradient_probes(seed: int, parameters: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class SplitProbes:
+    """Probes as ``(W1, b1, W2, b2)``'s parts (one object: scattered whole)."""
+
+    parts: tuple
+
+
+def split_probes(probes: np.ndarray, features: int, classes: int) -> SplitProbes:
+    """Flat probes ``(PROBES, parameters)`` as ``(W1, b1, W2, b2)``'s parts, split once.
+
+    Each part contiguous, ``(PROBES, its size)``, float64: as a pass takes them.
+    """
+    r1, r2 = unpacked(np.asarray(probes, dtype=np.float64), features, classes)
+    return SplitProbes(tuple(np.ascontiguousarray(part).reshape(PROBES, -1)
+                             for part in (r1[:, :-1], r1[:, -1], r2[:, :-1], r2[:, -1])))
+
+
+@dataclass(frozen=True)
 class Layers:
     """The two layers' weights a step broadcasts (one object: scattered whole)."""
 
@@ -57,8 +74,8 @@ def pass_in_blocks(xp, x, y, weights: Layers, gradient: bool, block: int,
     As the linear model's pass (:func:`pipelines.train.tasks.shard_pass`): each block is a
     cell, read from memory once for the forward and the backward pass; its gradient is one
     product each way in the data's dtype, added in float64 across blocks, on CPU and GPU
-    workers alike. ``probes`` (flat, ``(PROBES, parameters)``) give each cell's ``r . g``;
-    the cells of ``report`` give their flat gradient whole too.
+    workers alike. ``probes`` (flat, ``(PROBES, parameters)``, or :func:`split_probes`) give
+    each cell's ``r . g``; the cells of ``report`` give their flat gradient whole too.
     """
     first, second = xp.asarray(weights.first), xp.asarray(weights.second)
     features, hidden, classes = first.shape[0] - 1, first.shape[1], second.shape[1]
@@ -67,9 +84,9 @@ def pass_in_blocks(xp, x, y, weights: Layers, gradient: bool, block: int,
             xp.zeros((hidden, classes), dtype=np.float64), xp.zeros(classes, dtype=np.float64)]
     along = None
     if probes is not None:
-        r1, r2 = unpacked(np.asarray(probes, dtype=np.float64), features, classes)
-        along = [xp.asarray(np.ascontiguousarray(part).reshape(PROBES, -1)) for part in
-                 (r1[:, :-1], r1[:, -1], r2[:, :-1], r2[:, -1])]
+        if not isinstance(probes, SplitProbes):
+            probes = split_probes(probes, features, classes)
+        along = [xp.asarray(part) for part in probes.parts]
     losses, hits, probed, whole = [], [], [], []
     offsets = xp.arange(min(block, y.shape[0]))
     for start in range(0, y.shape[0], block):
@@ -104,7 +121,7 @@ def pass_in_blocks(xp, x, y, weights: Layers, gradient: bool, block: int,
              "right": _host_values(xp, hits, np.int64)}
     if probes is not None:  # none where an epoch's step read none of the shard's rows
         cells["probe"] = (np.asarray(backends.to_host(xp.stack(probed)), dtype=np.float64)
-                          if probed else np.zeros((0, len(probes))))
+                          if probed else np.zeros((0, PROBES)))
     if report is not None:
         cells["gradient"] = np.array(whole, dtype=np.float64).reshape(
             len(whole), sum(s.size for s in sums))

@@ -53,7 +53,7 @@ from pipelines.train import SUMMARY
 from pipelines.train.check import CHECK
 from pipelines.train.check_fast import reported_cells
 from pipelines.train.hidden import gradient_probes as flat_gradient_probes
-from pipelines.train.hidden import initial_weights, layers
+from pipelines.train.hidden import initial_weights, layers, split_probes
 from pipelines.train.inputs import (
     check_label_range,
     file_block,
@@ -155,7 +155,8 @@ PARAMS = (
     Param("learning_rate", learning_rate, None, "Step size [default: 0.5 with sgd, 0.001 "
           "with adam].", "FLOAT"),
     Param("chunks", chunks, "auto", "Rows per shard: auto (one shard per CPU thread or per "
-          "GPU), or N.", "auto|N"),
+          "GPU; one in all with a --batch-size of at most 1024 rows, up to 2 GiB), or N.",
+          "auto|N"),
     Param("dtype", choice(("float32", "float64")), "float32", "Element type of the features "
           "and the weights.", "float32|float64", ("float32", "float64")),
     Param("seed", non_negative_int, None, "Random seed [default: fresh, reported].", "INT"),
@@ -177,8 +178,12 @@ PARAMS = (
 )
 DEFAULT_FEATURES = 784
 DEFAULT_STEPS = 20
-# Every step's weights come back for the check (and Adam's gradients, in float64): at most this.
+# Every step's weights come back for the check (and Adam's gradients): at most this.
 MAX_TRAJECTORY_BYTES = 2**31
+# --chunks auto with mini-batches of at most ONE_SHARD_BATCH rows: every training row in one
+# shard where they fit ONE_SHARD_BYTES. Such a step computes in less time than a reduction of
+# its gradient across workers takes, so the steps run where the rows are, many to a task.
+ONE_SHARD_BATCH, ONE_SHARD_BYTES = 1024, 2**31
 
 
 def settle(backend, values: dict) -> tuple[dict, dict]:
@@ -371,7 +376,8 @@ def warm_up(backend_name: str) -> None:
         flat = initial_weights(0, features, hidden, classes, dtype)
         models = ((np.zeros((features + 1, classes), dtype), None,
                    gradient_probes(0, features, classes)),
-                  (flat, (features, classes), flat_gradient_probes(0, flat.size)))
+                  (flat, (features, classes),
+                   split_probes(flat_gradient_probes(0, flat.size), features, classes)))
         for shard in (drawn, read, held_out_part(read), held):
             n = int(shard["y"].shape[0])  # an epoch's first step: half the shard's rows
             for weights, layout, probes in models:
@@ -495,9 +501,17 @@ def drive(workload: Workload, client) -> dict:
     return train(client, workload.context.shards.futures, *workload.context.training)
 
 
+def one_shard(values, samples: int, features: int) -> bool:
+    """Whether ``--chunks auto`` keeps every training row in one shard (see ONE_SHARD_BATCH)."""
+    return (values["chunks"] == "auto" and values["batch_size"] is not None
+            and values["batch_size"] <= ONE_SHARD_BATCH
+            and samples * features * np.dtype(values["dtype"]).itemsize <= ONE_SHARD_BYTES)
+
+
 def _layout(resolved: Resolved) -> dict:
     samples, features, rows = shape_of(resolved.values, resolved.inputs)
-    per_shard = data_parallel.rows_per_shard(resolved["chunks"], samples, resolved.backend)
+    per_shard = (samples if one_shard(resolved.values, samples, features) else
+                 data_parallel.rows_per_shard(resolved["chunks"], samples, resolved.backend))
     train_sizes = shard_sizes(samples, per_shard)
     layout = {"samples": samples, "features": features, "rows": rows, "train": train_sizes,
               "steps": step_count(resolved.values, samples)}

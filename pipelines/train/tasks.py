@@ -54,6 +54,9 @@ from pipelines.train.shared import (
 
 # Rows of a shard turned into teacher logits at once (float64 temporaries of this many rows).
 LABEL_SLAB = 65_536
+# With one training shard, steps run this many at a time in one task, their reports (every
+# step's weights, and gradient) at most REPORTED_BYTES together.
+MAX_TOGETHER, REPORTED_BYTES = 256, 64 << 20
 
 
 def teacher_weights(seed: int, features: int, classes: int) -> np.ndarray:
@@ -358,26 +361,45 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
     w = (np.zeros((features + 1, classes), dtype=dtype) if initial is None
          else np.asarray(initial, dtype=dtype))
     layout = (features, classes) if w.ndim == 1 else None
-    probes = data_parallel.broadcast(client, hidden_layer.gradient_probes(seed, w.size)
-                                     if layout else gradient_probes(seed, features, classes))
+    probes = data_parallel.broadcast(client, hidden_layer.split_probes(
+        hidden_layer.gradient_probes(seed, w.size), *layout) if layout
+        else gradient_probes(seed, features, classes))
     began = time.time()
     states = [data_parallel.broadcast(client, Step(w, Descent(optimizer, rate), began))]
     reports = []
-    for t, drawn in enumerate(step_batches(seed, steps, batch, samples, sizes, epochs)):
+    drawn = [(_own(b, s), None if report is None else report[t]) for t, b in enumerate(
+        step_batches(seed, steps, batch, samples, sizes, epochs)) for s in range(len(training))]
+    if len(training) == 1:  # no reduction to wait for: the steps run where the rows are
+        together = max(1, min(MAX_TOGETHER, REPORTED_BYTES // (w.nbytes * 2)))
+        for t in range(0, steps, together):
+            states.append(client.submit(steps_in_place, training[0], states[-1], samples,
+                                        layout, library, probes, drawn[t:t + together],
+                                        pure=False))
+            reports.append(client.submit(reported, states[-1], pure=False))
+    for t in range(steps if len(training) > 1 else 0):
         parts = [client.submit(pass_at, shard, states[-1], layout, True, library,
-                               _own(drawn, s), probes, None if report is None else report[t],
-                               pure=False) for s, shard in enumerate(training)]
+                               drawn[t * len(training) + s][0], probes,
+                               drawn[t * len(training) + s][1], pure=False)
+                 for s, shard in enumerate(training)]
         while len(parts) > 2:  # the tree reduction's levels but the last (in stepped)
             parts = [client.submit(data_parallel.add_pairs, parts[i], parts[i + 1], pure=False)
                      for i in range(0, len(parts) - 1, 2)] + parts[len(parts) - len(parts) % 2:]
         states.append(client.submit(stepped, states[-1], samples, *parts, pure=False))
         reports.append(client.submit(reported, states[-1], pure=False))
+    # Filled as the steps report, in order, while the next ones compute; what the next steps
+    # took is let go.
+    trajectory = np.empty((steps + 1, *w.shape), dtype=w.dtype)
+    trajectory[0] = w
+    gradients = np.empty((steps, *w.shape), dtype=w.dtype) if optimizer == "adam" else None
     found = []
-    for t, future in enumerate(reports):  # in order, letting go of what the next steps took
-        found.append(data_parallel.fetch(client, [future])[0])
+    for t, future in enumerate(reports):
+        for step in data_parallel.fetch(client, [future])[0]:
+            trajectory[len(found) + 1] = step.pop("weights")
+            if gradients is not None:
+                gradients[len(found)] = step.pop("gradient")
+            found.append(step)
         for done in (future, states[t]):
             done.release()
-    trajectory = [w, *(step["weights"] for step in found)]
     ends = [began, *(step["done"] for step in found)]
     passes = [step["cells"] for step in found]
     losses, right, rows = ([step[key] for step in found] for key in ("loss", "right", "rows"))
@@ -395,9 +417,8 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
         best = sum(client.gather([client.submit(shard_best, s, pure=False) for s in testing]))
     for future in (states[-1], probes):
         future.release()
-    gradients = {"gradients": np.stack([step["gradient"] for step in found])
-                 } if optimizer == "adam" else {}
-    return {**gradients, "weights": np.stack(trajectory), "losses": np.array(losses),
+    return {**({} if gradients is None else {"gradients": gradients}),
+            "weights": trajectory, "losses": np.array(losses),
             "right": np.array(right, dtype=np.int64),
             "rows": np.array(rows, dtype=np.int64), "test_loss": float(test_loss),
             "test_right": int(test_hits), "test_best": float(best),
@@ -409,13 +430,13 @@ def train(client, shards, train_shards: int, samples: int, features: int, classe
 class Step:
     """What a step hands the next: the weights after it, the update's state, when it ended.
 
-    ``found``: what the step reports (:func:`reported`), None before the first step.
+    ``found``: what the steps since the last report report (:func:`reported`), one dict each.
     """
 
     weights: np.ndarray
     descent: Descent
     done: float
-    found: dict | None = None
+    found: tuple = ()
 
 
 def _own(drawn, shard: int):
@@ -441,9 +462,27 @@ def stepped(state: Step, samples: int, *parts) -> Step:
     if adam:
         mean = mean.astype(state.weights.dtype)
     w = descent.step(state.weights, mean.astype(np.float64))
-    return Step(w, descent, time.time(), {
-        "gradient": mean if adam else None, "loss": loss / samples, "right": hits, "rows": read,
-        "cells": in_shard_order(cells), "compute_s": float(seconds)})
+    done = time.time()
+    return Step(w, descent, done, ({
+        "weights": w, "done": done, "gradient": mean if adam else None, "loss": loss / samples,
+        "right": hits, "rows": read, "cells": in_shard_order(cells),
+        "compute_s": float(seconds)},))
+
+
+def steps_in_place(shard: dict, state: Step, samples: int, layout: tuple | None, library: str,
+                   probes, drawn: list) -> Step:
+    """Several steps on one training shard, in this task: each step's pass, then its update.
+
+    ``drawn``: each step's ``(batch, report)`` arguments of :func:`shard_pass`. With one
+    shard a step has no reduction across workers to wait for; what each step reports (its
+    weights, gradient, sums) comes back with the last (:attr:`Step.found`).
+    """
+    found = []
+    for batch, report in drawn:
+        state = stepped(state, samples, pass_at(shard, state, layout, True, library, batch,
+                                                probes, report))
+        found.extend(state.found)
+    return Step(state.weights, state.descent, state.done, tuple(found))
 
 
 def pass_at(shard: dict, state: Step, layout: tuple | None, *args) -> tuple:
@@ -455,9 +494,9 @@ def pass_at(shard: dict, state: Step, layout: tuple | None, *args) -> tuple:
     return shard_pass(shard, hidden_layer.layers(w, *layout) if layout else w, *args)
 
 
-def reported(state: Step) -> dict:
-    """What a step reports to the driver: its weights, time and sums (:func:`stepped`)."""
-    return {"weights": state.weights, "done": state.done, **state.found}
+def reported(state: Step) -> tuple:
+    """What the steps that made ``state`` report to the driver: weights, times, sums."""
+    return state.found
 
 
 _NO_CELLS = {"loss": np.zeros(0), "right": np.zeros(0, dtype=np.int64)}

@@ -171,7 +171,7 @@ def test_a_wrong_gradient_in_the_run_raises_verification_failed(in_process_clien
 
     def off(shard, weights, gradient, *args):
         (total, *rest), seconds = original(shard, weights, gradient, *args)
-        return ((total * 1.01 if gradient and shard["index"] == 1 else total, *rest), seconds)
+        return ((total * 1.01 if gradient else total, *rest), seconds)
 
     monkeypatch.setattr(train_steps, "shard_pass", off)
     x, y, _, _ = problem
