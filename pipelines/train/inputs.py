@@ -169,9 +169,9 @@ def _split(xp, x, y, test: np.ndarray, index: int, dtype: str) -> dict:
     """A range's rows as a shard: its training rows, and its held-out ``test`` rows apart."""
     keep = np.ones(x.shape[0], dtype=bool)
     keep[test] = False
+    if xp is not np:  # on the device (a block of an array in hand may be there already)
+        x, y, keep, test = (xp.asarray(a) for a in (x, y, keep, test))
     y = y.astype(np.int32)
-    if xp is not np and type(x).__module__.split(".")[0] == "cupy":  # already on the device
-        keep, test = xp.asarray(keep), xp.asarray(test)
     return {"x": xp.asarray(x[keep], dtype=dtype), "y": xp.asarray(y[keep]), "best": 0.0,
             "index": index, "test_x": xp.asarray(x[test], dtype=dtype),
             "test_y": xp.asarray(y[test])}
