@@ -10,8 +10,9 @@ gradients with a tree reduction and applies the step once, in the driver
 
 The data come from a teacher: softmax regression with random weights, whose labels are drawn
 from its own class probabilities (the Gumbel-max trick), so the best accuracy any model can
-reach is known; or from a feature array (``--input``) and its labels (``--labels``), whose
-held-out rows are a seeded share of its rows (:mod:`pipelines.train.inputs`). With
+reach is known; or from a feature array (``--input``) and its labels (``--labels``), files
+or (from Python) arrays in hand, whose held-out rows are a seeded share of its rows (none
+with ``--validation-fraction 0``; :mod:`pipelines.train.inputs`). With
 ``--batch-size`` each step reads a seeded mini-batch of the rows instead of all of them;
 with ``--epochs`` too, each epoch's mini-batches partition the rows (a seeded permutation).
 ``--optimizer adam`` applies Adam's update instead of plain gradient descent
