@@ -7,7 +7,9 @@
 >>> labels = model.predict(X)  # doctest: +SKIP
 
 ``X`` is a NumPy, CuPy or Dask array; ``predict`` gives a NumPy array, or a lazy Dask array for
-a Dask ``X``.
+a Dask ``X``. ``labels_`` are the fit's own: the labels the run kept on the workers (its pass
+after the last iteration, verified with the fit), gathered as NumPy for a NumPy or CuPy ``X``,
+the Dask array on the workers itself for a Dask ``X``.
 
 ``fit`` runs kmeans-pipeline on ``X`` (``input=X``: an array in memory, sent to the workers
 once, a Dask array used as its own graph, never gathered) where :mod:`daskgpu.ml.base` says,
@@ -88,9 +90,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
     cluster_centers_ : ndarray of shape (n_clusters, n_features), float64
         The centroids; row ``j`` is the one ``labels_`` calls ``j``.
     labels_ : ndarray or dask.array.Array of shape (n_samples,), int32
-        Each point's nearest centroid (-1 for a point with a NaN or infinite coordinate): a
-        NumPy array for a NumPy (or CuPy) ``X``, computed at ``fit``; for a Dask ``X`` a lazy
-        Dask array over its blocks, computed from ``cluster_centers_`` when asked.
+        Each point's nearest centroid (-1 for a point with a NaN or infinite coordinate), as
+        the fit's run labelled and verified them: a NumPy array for a NumPy (or CuPy) ``X``;
+        for a Dask ``X`` the run's Dask array, its blocks kept on the session's workers (held
+        in this process instead where ``fit`` started a cluster of its own, closed after it).
     inertia_ : float
         Sum of squared distances of the points to their nearest centroid (as the run
         computed it, and its check recomputed).
@@ -155,7 +158,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         samples, features = source.shape
         k, max_iter = self._counts(samples)
         seeds = _seeds(seed_of(self.random_state), runs)
-        best = None
+        best, lasting = None, outlives_fit(session)
         with session_for(session) as chosen:
             tol = pipeline_tol(tol, X, chosen, k)
             for seed in seeds:
@@ -164,8 +167,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
                                 max_iter=max_iter, tol=tol, init=init, **given)
                 if best is None or result.value["inertia"] < best.value["inertia"]:
                     best = result
-        self._keep(best, features)
-        self.labels_ = self.predict(X)
+            self._keep(best, features)
+            self.labels_ = kept_result(best.value["labels"], X, chosen, lasting)
         return self
 
     def fit_predict(self, X, y=None, session=None):
@@ -307,6 +310,41 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def outlives_fit(session) -> bool:
+    """Whether the session a fit computes on outlives it: given, or current (not started).
+
+    What a run keeps on the workers of a cluster started for one fit goes when it closes.
+    """
+    if session is not None:
+        return True
+    from daskgpu.clusters import session as sessions
+    from daskgpu.errors import ClusterError
+
+    try:
+        sessions.current()
+    except ClusterError:
+        return False
+    return True
+
+
+def kept_result(kept, X, session, lasting: bool):
+    """What a run kept on the workers (a Dask array), of ``X``'s kind.
+
+    For a Dask ``X`` the array itself, where the session outlives the fit (``lasting``); else
+    computed on ``session`` (the blocks moved to host memory on the workers) as NumPy, wrapped
+    as a Dask array in the blocks kept for a Dask ``X``.
+    """
+    import dask.array as da
+
+    from daskgpu.toolkit.backends import to_host
+
+    if _is_dask(X) and lasting:
+        return kept
+    values = kept.map_blocks(to_host, dtype=kept.dtype).compute(
+        scheduler=getattr(session, "client", session))
+    return da.from_array(values, chunks=kept.chunks) if _is_dask(X) else values
 
 
 def _seeds(seed: int | None, runs: int) -> list:

@@ -5,6 +5,7 @@
 >>> pca.components_.shape, pca.verified_  # doctest: +SKIP
 ((10, 256), True)
 >>> scores = pca.transform(X)  # a NumPy array; a lazy Dask array for a Dask X
+>>> scores = PCA(n_components=10).fit_transform(X)  # doctest: +SKIP
 
 ``fit`` runs pca-pipeline on ``X`` (``input=X``: an array in memory, sent to the workers once,
 a Dask array used as its own graph) where :mod:`daskgpu.ml.base` says, and checks its answer
@@ -22,6 +23,11 @@ scikit-learn's ``"arpack"`` has no counterpart (refused, naming these).
 
 The components' signs are scikit-learn's (``svd_flip`` on the components: each one's entry of
 largest magnitude is positive), so results compare with ``sklearn.decomposition.PCA``.
+
+``fit_transform`` takes the projection the fit's run made and verified on the workers
+(``value["projection"]``) instead of projecting ``X`` again: gathered as NumPy for a NumPy
+``X``, the Dask array on the workers itself for a Dask ``X`` (a CuPy ``X`` is projected on its
+device, as :meth:`PCA.transform` does). A ``fit`` alone lets that projection go.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted
 
 from daskgpu.errors import ParameterError
-from daskgpu.ml.base import checked_depth, fitted, seed_of
+from daskgpu.ml.base import checked_depth, fitted, seed_of, session_for
+from daskgpu.ml.kmeans import kept_result, outlives_fit
 
 # scikit-learn's svd_solver -> pca-pipeline's --method.
 SOLVERS = {"auto": "auto", "covariance_eigh": "covariance", "full": "exact",
@@ -84,7 +91,8 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     method_ : str
         The pipeline's method that computed the fit ("covariance", "exact", "randomized").
     result_ : RunResult
-        The fit's pca-pipeline run: its data, timings (``compute_s``, ``verify_s``, ...).
+        The fit's pca-pipeline run: its data, timings (``compute_s``, ``verify_s``, ...); its
+        value less the projection (which ``fit_transform`` returns).
     """
 
     def __init__(self, n_components=None, *, svd_solver="auto", whiten=False,
@@ -125,6 +133,11 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         VerificationFailed
             The answer did not check out.
         """
+        self._fitted(X, session)
+        return self
+
+    def _fitted(self, X, session, project: bool = False):
+        """Fit on ``X``; with ``project``, the run's projection of ``X`` of ``X``'s kind."""
         from daskgpu.data import array_input
 
         method = self._method()
@@ -139,19 +152,36 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             seed = seed_of(self.random_state)
             if seed is not None:
                 params["seed"] = seed
-        result = fitted(self, "pca-pipeline", session, input=X, **params)
-        self._keep(result, asked, samples, features)
-        return self
+        lasting = outlives_fit(session)
+        with session_for(session) as chosen:
+            result = fitted(self, "pca-pipeline", chosen, input=X, **params)
+            self._keep(result, asked, samples, features)
+            kept = result.value.pop("projection", None)  # a fit alone holds none on the workers
+            return kept_result(kept, X, chosen, lasting) if project and kept is not None else None
 
     def fit_transform(self, X, y=None, session=None):
-        """Fit on ``X`` (:meth:`fit`), then project it (:meth:`transform`; lazy for Dask).
+        """Fit on ``X`` (:meth:`fit`) and give its projection, the one the fit's run made.
+
+        As :meth:`transform` would give it (whitened if asked), without projecting ``X``
+        again: NumPy for a NumPy ``X`` (or a path), for a Dask ``X`` a Dask array on the
+        blocks the run kept on the workers; a CuPy ``X`` is projected on its device.
 
         Returns
         -------
         array of shape (n_samples, n_components)
             ``X``'s projections, of ``X``'s kind.
         """
-        return self.fit(X, session=session).transform(X)
+        from daskgpu.data import memory_input
+
+        on_device = memory_input.is_array(X) and memory_input.library(X) == "cupy"
+        projected = self._fitted(X, session, project=not on_device)
+        if projected is None:
+            return self.transform(X)
+        if projected.shape[1] != self.n_components_:  # a share of the variance: fewer kept
+            projected = projected[:, :self.n_components_]
+        if self.whiten:
+            projected = projected / self._scale().astype(projected.dtype)
+        return projected
 
     def _method(self) -> str:
         if self.svd_solver not in SOLVERS:

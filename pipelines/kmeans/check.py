@@ -61,6 +61,8 @@ class Reported:
     lloyd_cells: dict | None
     labels: dict | None
     written: dict
+    keep: bool = False  # whether the run kept labels on the workers (a run from Python)
+    kept: object = None  # those labels, a Dask array
     shards: list = field(default_factory=list)
     whole: dict = field(default_factory=dict)
     picked: np.ndarray | None = None
@@ -100,9 +102,11 @@ def read(workload, raw) -> Reported:
     written = {name: workload.written(path) for name, path in (("output", ctx.output),
                                                                 ("labels", ctx.labels))
                if path and workload.written(path) != path}
+    labels = raw.get("labels") if isinstance(raw.get("labels"), dict) else {}
     return Reported(trajectory.astype(np.float64), np.asarray(raw["inertias"], np.float64),
                     np.asarray(raw.get("counts", ()), np.float64), raw.get("init"),
-                    raw.get("cells"), raw.get("labels"), written)
+                    raw.get("cells"), raw.get("labels"), written, workload.keep,
+                    labels.get("kept"))
 
 
 def stopping(ctx: KMeansContext, r: Reported, verdict) -> None:
@@ -188,13 +192,24 @@ def _init_cells_problem(ctx: KMeansContext, chosen: dict) -> str | None:
                        expected_as="the run's cells count {} points nearest it")
 
 
+def _named(ctx: KMeansContext, r: Reported) -> str:
+    """How the check names the labels: ``--labels``'s, else those kept (read where kept)."""
+    return f"--labels {ctx.labels}" if ctx.labels else "the kept labels"
+
+
 def labels_written(ctx: KMeansContext, r: Reported, verdict) -> None:
-    """``--labels``: the run wrote one int32 a point, shard by shard, that reads back."""
-    name, path, sizes = ctx.labels, r.written.get("labels"), list(ctx.sizes)
+    """The labels, one int32 a point shard by shard: kept (from Python), written (--labels)."""
+    name, path, sizes, kept = ctx.labels, r.written.get("labels"), list(ctx.sizes), r.kept
     rows = list(r.labels.get("rows", ())) if isinstance(r.labels, dict) else None
-    if not (verdict.require(rows == sizes, f"--labels {name}: the run reports writing {rows} "
-                                           f"points by shard; {sizes} expected")
-            and verdict.require(path is not None, f"--labels {name}: this run wrote no labels")):
+    blocks = getattr(kept, "chunks", None), getattr(kept, "dtype", type(kept).__name__)
+    if not (name or r.keep) or not all(verdict.require(ok, problem) for ok, problem in (
+            (rows == sizes, f"{_named(ctx, r)}: the run reports labelling {rows} points by "
+                            f"shard; {sizes} expected"),
+            (path is not None or not name, f"--labels {name}: this run wrote no labels"),
+            (kept is not None or not r.keep, "the run kept no labels on the workers"),
+            (kept is None or blocks == ((tuple(sizes),), np.int32), f"the kept labels: "
+             f"{blocks[1]} in blocks {blocks[0]}; int32 in the shards' {sizes} expected"))
+    ) or not path:
         return
     try:
         opened = replay.stored(path, _kind(name))
@@ -222,8 +237,8 @@ def recompute(ctx: KMeansContext, r: Reported, verdict) -> None:
     sets, index = np.unique(r.trajectory[last:], axis=0, return_inverse=True)
     jobs, rows = _jobs(ctx, r, fast, sets)
     r.shards = replay.on_workers(again.shard_again, [
-        (kept[i] if fast else None, job, _read_again(ctx, job, fast))
-        for i, job in enumerate(jobs)])
+        (kept[i] if fast else None, job, _read_again(ctx, job, fast),
+         None if r.kept is None else r.kept.blocks[i]) for i, job in enumerate(jobs)])
     add = functools.partial(functools.reduce, operator.add)
     r.whole = {last + i: add(part.whole[j] for part in r.shards)
                for i, j in enumerate(np.asarray(index).reshape(-1))}
@@ -264,9 +279,10 @@ def _jobs(ctx: KMeansContext, r: Reported, fast: bool, sets: np.ndarray) -> tupl
     rows = (np.asarray(r.init["rows"], dtype=np.int64) if kmeans_parallel
             else again.seeded_rows(ctx.seed, ctx.samples, ctx.k))
     for i, size in enumerate(ctx.sizes):
-        labels = ctx.labels and again.Labels(r.written["labels"], _kind(ctx.labels),
-                                             tuple(r.labels.get("edits", ())), r.trajectory[-1],
-                                             ctx.label_rows, tuple(labelled[i]))
+        labels = (ctx.labels or r.kept is not None) and again.Labels(
+            r.written.get("labels"), _kind(ctx.labels or ""),
+            tuple(r.labels.get("edits", ())), r.trajectory[-1], ctx.label_rows,
+            tuple(labelled[i]))
         jobs.append(again.Job(
             i, int(edges[i]), int(size), ctx.features, ctx.seed, ctx.clusters, ctx.dtype,
             ctx.library, None if ctx.random else ctx.source.path, sets,
@@ -573,37 +589,44 @@ def centroids_file(ctx: KMeansContext, r: Reported, verdict) -> None:
 
 
 def labels_counted(ctx: KMeansContext, r: Reported, verdict) -> None:
-    """``--labels`` counted as the last pass counted; the planned cells' labels recomputed."""
-    name, k, parts = ctx.labels, ctx.k, [part.labels for part in r.shards]
-    outside = next((part[2] for part in parts if part[2] is not None), None)
-    wrong = next((part[3] for part in parts if part[3] is not None), None)
+    """The labels (kept, else written) counted as the last pass; planned cells recomputed."""
+    name, k, parts = _named(ctx, r), ctx.k, [part.labels for part in r.shards]
+    if None in parts:
+        return
+    outside, wrong, unequal = (next((part[i] for part in parts if part[i] is not None), None)
+                               for i in (2, 3, 4))
     unlabelled, left_out = sum(part[1] for part in parts), ctx.samples - r.final.points
     if verdict.require(outside is None, lambda: (
-            f"--labels {name}: row {outside[0]} is labelled {outside[1]}, outside "
+            f"{name}: row {outside[0]} is labelled {outside[1]}, outside "
             f"{shared.NO_LABEL} .. {k - 1} (--k {k})")) and verdict.require(
-            unlabelled == left_out, f"--labels {name}: {unlabelled} points labelled -1, "
+            unlabelled == left_out, f"{name}: {unlabelled} points labelled -1, "
                                     f"{left_out} points have a NaN or infinite coordinate"
     ) and verdict.note(differences(
             sum(part[0] for part in parts), r.counts, what="label", tolerance=r.final.near,
-            label=lambda j: f"--labels {name}: label {j}", reported_as="{} points labelled",
+            label=lambda j: f"{name}: label {j}", reported_as="{} points labelled",
             expected_as="the last pass counted {} nearest it (or within a rounding tie)")
     ) and verdict.require(wrong is None, lambda: (
-            f"--labels {name}: row {wrong[0]} is labelled {wrong[1]}, its nearest final "
-            f"centroid is {wrong[2]}")):
-        plan = r.plans.labels
-        verdict.establish(f"--labels read back: {ctx.samples} labels whose counts are the last "
+            f"{name}: row {wrong[0]} is labelled {wrong[1]}, its nearest final "
+            f"centroid is {wrong[2]}")) and verdict.require(unequal is None, lambda: (
+            f"--labels {ctx.labels}: row {unequal[0]} holds {unequal[1]}, the kept labels "
+            f"{unequal[2]}")):
+        plan, kept = r.plans.labels, r.kept is not None
+        verdict.establish(f"{'--labels read back' if ctx.labels else 'the kept labels'}: "
+                          f"{ctx.samples} labels whose counts are the last "
                           f"pass's cluster sizes; {plan.promise}, "
                           f"{'every label' if plan.complete else 'each of their labels'} "
-                          "recomputed as the nearest final centroid")
+                          "recomputed as the nearest final centroid"
+                          + ("; the labels kept on the workers the same" if kept and ctx.labels
+                             else " (kept on the workers)" if kept else ""))
 
 
 def _steps(ctx: KMeansContext, fast: bool) -> tuple:
     """The steps in order (a later one takes what an earlier one established)."""
-    kmeans_parallel, labels = ctx.init != "random", bool(ctx.labels)
-    return (stopping, certificates, *((labels_written,) if labels else ()), recompute,
+    kmeans_parallel = ctx.init != "random"
+    return (stopping, certificates, labels_written, recompute,
             *((data_kept,) if fast else ()), *((init_cells_again,) if kmeans_parallel else ()),
             initial_centroids, lloyd_cells_again, iterations_again, descent,
-            centres, cluster_sizes, centroids_file, *((labels_counted,) if labels else ()))
+            centres, cluster_sizes, centroids_file, labels_counted)
 
 
 CHECK = Check(fast=functools.partial(_steps, fast=True),

@@ -1,7 +1,8 @@
 """The wrong results kmeans-pipeline's check must reject, at both depths (``MUTATIONS``).
 
 Those named ``k-means|| ...`` apply to a k-means|| run only; ``labels: ...`` to a run with
-``--labels`` (they alter its labels through the result's ``edits``, see ``read_labels``).
+labels: those it kept on the workers (a run from Python), altered there (a map of their
+blocks), else the ``--labels`` file's, through the result's ``edits`` (see ``read_labels``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from daskgpu.verification import Mutation
+from pipelines.kmeans.check_replay import Labels, read_labels
 from pipelines.kmeans.shared import KMEANS_PARALLEL_ROUNDS
 
 KMEANS_PARALLEL_ONLY, LABELS_ONLY = "k-means||", "labels: "  # the prefixes of those names
@@ -44,14 +46,23 @@ def _dropped_candidate(raw: dict) -> dict:
                             "weights": weights[kept]}}
 
 
-def _edited_labels(add: int, step: int, modulo):
-    """The written labels as if those of every ``step``-th point were ``add`` more."""
+def _edited_labels(add: int, step: int, modulo, last: bool = False):
+    """The labels as if those of every ``step``-th point (of the last shard) were ``add`` more."""
     def alter(raw: dict) -> dict:
         labels = dict(raw.get("labels") or {})
-        edit = {"start": 0, "stop": int(sum(labels.get("rows", ()))), "step": step, "add": add,
-                "modulo": modulo(raw)}
+        rows = labels.get("rows", ())
+        edit = {"start": int(sum(rows[:-1])) if last else 0, "stop": int(sum(rows)),
+                "step": step, "add": add, "modulo": modulo(raw)}
+        if labels.get("kept") is not None:  # altered on the workers, block by block
+            return {**raw, "labels": {**labels, "kept": labels["kept"].map_blocks(
+                _edited_block, edit, dtype=np.int32)}}
         return {**raw, "labels": {**labels, "edits": [*labels.get("edits", ()), edit]}}
     return alter
+
+
+def _edited_block(block, edit: dict, block_info=None):
+    first, edits = block_info[0]["array-location"][0][0], Labels(None, "", (edit,), None, 1, ())
+    return read_labels(edits, first, first + len(block), block).astype(np.int32)
 
 
 def _add(where: tuple, amount: float, factor: float = 1.0):
@@ -90,10 +101,13 @@ MUTATIONS = (
     # --labels only: every 997th point labelled with the next centroid; every label one more.
     Mutation("labels: some points labelled with another centroid",
              _edited_labels(1, 997, lambda raw: len(raw["counts"])),
-             r"--labels \S+: (label \d+: \d+ points labelled, the last pass counted|row \d+ is "
-             r"labelled \d+, its nearest final centroid is \d+)"),
+             r"(--labels \S+|the kept labels): (label \d+: \d+ points labelled, the last pass "
+             r"counted|row \d+ is labelled \d+, its nearest final centroid is \d+)"),
     Mutation("labels: counted from 1", _edited_labels(1, 1, lambda raw: 0),
-             r"--labels \S+: row \d+ is labelled \d+, outside -1"),
+             r"(--labels \S+|the kept labels): row \d+ is labelled \d+, outside -1"),
+    Mutation("labels: the last shard's labelled with the next centroid",
+             _edited_labels(1, 1, lambda raw: len(raw["counts"]), last=True),
+             r"(--labels \S+|the kept labels): label \d+: \d+ points labelled, the last pass"),
     # k-means|| only (a random initialisation reports no weighed candidates):
     Mutation("k-means|| candidate weight moved to another",
              _changed("weights", _moved_weight, "init"),

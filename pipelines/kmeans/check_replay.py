@@ -249,9 +249,9 @@ def _replay(xp, dist, x_norm2: np.ndarray, sampling: Sampling, where: tuple, d: 
 
 @dataclass(frozen=True)
 class Labels:
-    """The labels a run wrote, the final ``centroids`` they name, the ``cells`` recomputed."""
+    """The labels a run wrote (``path``, or None), the ``centroids`` they name, ``cells`` to do."""
 
-    path: str
+    path: str | None
     kind: str
     edits: tuple
     centroids: np.ndarray
@@ -259,9 +259,10 @@ class Labels:
     cells: tuple[int, ...]
 
 
-def read_labels(labels: Labels, start: int, stop: int) -> np.ndarray:
-    """Labels ``start .. stop - 1``: the file's, each edit adding ``add`` to its rows (modulo)."""
-    read = np.asarray(replay.stored(labels.path, labels.kind)[start:stop]).astype(np.int64)
+def read_labels(labels: Labels, start: int, stop: int, kept=None) -> np.ndarray:
+    """Labels ``start .. stop - 1``: ``kept`` (the run's kept block) or the file's, edited."""
+    read = np.asarray(to_host(kept) if kept is not None else replay.stored(
+        labels.path, labels.kind)[start:stop]).astype(np.int64)
     for edit in labels.edits:
         first, last = max(start, edit["start"]), min(stop, edit["stop"])
         rows = np.arange(first + (edit["start"] - first) % edit["step"], last, edit["step"])
@@ -271,13 +272,20 @@ def read_labels(labels: Labels, start: int, stop: int) -> np.ndarray:
     return read
 
 
-def labels_again(x, labels: Labels, start: int, dtype: str) -> tuple:
+def labels_again(x, labels: Labels, start: int, dtype: str, kept=None) -> tuple:
     """A shard's labels counted and recomputed in its cells: counts, unlabelled, first wrong.
 
-    ``outside``: the first ``(row, label)`` out of range; ``wrong``: the first ``(row, label,
-    nearest)`` recomputed otherwise (global rows); or None.
+    ``kept``: the shard's labels kept on the workers, read instead of the file. ``outside``:
+    the first ``(row, label)`` out of range; ``wrong``: the first ``(row, label, nearest)``
+    recomputed otherwise; ``unequal``: the first ``(row, file's, kept)`` where the file holds
+    other labels than those kept (global rows); or None.
     """
-    read, k = read_labels(labels, start, start + x.shape[0]), len(labels.centroids)
+    read, k = read_labels(labels, start, start + x.shape[0], kept), len(labels.centroids)
+    written = read if kept is None or labels.path is None else read_labels(
+        labels, start, start + x.shape[0])
+    differ = np.flatnonzero(written != read)[:1]
+    unequal = (start + int(differ[0]), int(written[differ][0]), int(read[differ][0])) if len(
+        differ) else None
     out = np.flatnonzero((read < NO_LABEL) | (read >= k))
     outside, wrong = ((start + int(out[0]), int(read[out[0]])) if len(out) else None), None
     for c in labels.cells if outside is None else ():
@@ -287,7 +295,7 @@ def labels_again(x, labels: Labels, start: int, dtype: str) -> tuple:
             wrong = (start + lo + wrong[0], *wrong[1:])
             break
     counts = np.bincount(read[(read >= 0) & (read < k)], minlength=k)
-    return counts, int((read == NO_LABEL).sum()), outside, wrong
+    return counts, int((read == NO_LABEL).sum()), outside, wrong, unequal
 
 
 def wrong_label(points, labels: np.ndarray, centroids: np.ndarray, dtype: str) -> tuple | None:
@@ -357,11 +365,12 @@ class Again:
     differ: int = -1
 
 
-def shard_again(x, job: Job, read=None) -> Again:
+def shard_again(x, job: Job, read=None, labels=None) -> Again:
     """Recompute ``job`` on a shard: ``x``, the kept one, or None: drawn, or ``read`` again.
 
     ``read``: an input's rows read again (:func:`daskgpu.verification.replay.region`): with
-    ``x``, those of the job's ``cells``, one array each; else the whole shard's.
+    ``x``, those of the job's ``cells``, one array each; else the whole shard's. ``labels``:
+    the shard's labels the run kept on the workers, if it did.
     """
     xp = importlib.import_module(job.library)
     blobs, compared, differ = None, 0, -1
@@ -377,7 +386,7 @@ def shard_again(x, job: Job, read=None) -> Again:
                                  job.dtype, finite)[0]) for t, c, centroids in job.pairs]
     init, wrong = (init_cells(xp, x, job.sampling, job.cells, job.dtype)
                    if job.sampling is not None else ([], None))
-    labels = labels_again(x, job.labels, job.start, job.dtype) if job.labels else None
+    labels = labels_again(x, job.labels, job.start, job.dtype, labels) if job.labels else None
     picked = to_host(x[xp.asarray(job.picked)].astype(np.float64))
     return Again(whole, pairs, picked, init, wrong, labels, blobs, compared, differ)
 

@@ -1,17 +1,21 @@
-"""kmeans-pipeline's ``--labels``: each point's nearest final centroid, written shard by shard.
+"""kmeans-pipeline's labels: each point's nearest final centroid, shard by shard, where it lives.
 
 After the last iteration one more pass runs on every kept shard, where it lives: each point's
 nearest final centroid (the least ``|c|^2 - 2 x.c`` in float64, the lowest index on a tie;
-``NO_LABEL`` for a point with a NaN or infinite coordinate, which no centroid counts), written
-as int32 into the shard's rows of a ``.npy`` file or Zarr array that :func:`create` made before
-the run. Only the rows written and the seconds come back to the client; the file is a
-temporary that the runner renames into place once the run has verified.
+``NO_LABEL`` for a point with a NaN or infinite coordinate, which no centroid counts), int32 in
+the shard's array library. A run from Python keeps them there, as a Dask array whose blocks are
+the shards' labels (:func:`label_pass`); ``--labels`` writes them into the shard's rows of a
+``.npy`` file or Zarr array that :func:`create` made before the run. Where both are asked, the
+pass runs once and the file is written from the labels kept. Only the rows and the seconds come
+back to the client; the file is a temporary that the runner renames into place once the run has
+verified.
 """
 
 from __future__ import annotations
 
 import importlib
 import time
+import uuid
 
 import numpy as np
 
@@ -53,10 +57,10 @@ def nearest(x, centroids: np.ndarray):
     return out
 
 
-def write_shard(x, centroids: np.ndarray, target: dict, start: int) -> tuple[int, float]:
-    """Write the labels of shard ``x`` (rows ``start`` on) into ``target``; rows and seconds."""
+def write_block(labels, target: dict, start: int) -> tuple[int, float]:
+    """Write a shard's ``labels`` (rows ``start`` on) into ``target``: rows and seconds."""
     began = time.perf_counter()
-    labels = np.asarray(backends.to_host(nearest(x, centroids)), dtype=np.int32)
+    labels = np.asarray(backends.to_host(labels), dtype=np.int32)
     stop = start + len(labels)
     if target["kind"] == "zarr":
         import zarr
@@ -70,19 +74,36 @@ def write_shard(x, centroids: np.ndarray, target: dict, start: int) -> tuple[int
     return len(labels), time.perf_counter() - began
 
 
-def write_labels(client, shards, sizes, centroids: np.ndarray, target: dict) -> dict:
-    """One more pass: every shard's labels written where it lives (nothing gathered here).
+def counted(labels) -> tuple[int, float]:
+    """The rows of a shard's labels, as :func:`write_block` reports them (none written)."""
+    return len(labels), 0.0
 
-    Returns ``rows`` written by each shard, ``labels_s`` (the pass's wall time) and
-    ``labels_compute_s`` (its slowest shard's own time).
+
+def label_pass(client, shards, sizes, centroids: np.ndarray, target: dict | None = None,
+               keep: bool = False) -> dict:
+    """One more pass: every shard's labels where it lives; written to ``target``, or kept.
+
+    Returns ``rows`` labelled in each shard (as written, where ``target``), ``labels_s`` (the
+    pass's wall time) and, where ``keep``, ``kept``: a Dask array of the labels (int32,
+    ``(samples,)``), its blocks the shards' labels held by their workers.
     """
+    import dask.array as da
+
     began = time.perf_counter()
     current = data_parallel.broadcast(client, np.asarray(centroids, dtype=np.float64))
+    name = f"kmeans-labels-{uuid.uuid4().hex}"
+    labels = [client.submit(nearest, shard, current, key=(name, i), pure=False)
+              for i, shard in enumerate(shards)]
     starts = np.cumsum((0, *sizes))
-    futures = [client.submit(write_shard, shard, current, target, int(starts[i]), pure=False)
-               for i, shard in enumerate(shards)]
-    done = data_parallel.fetch(client, futures)  # one line if a worker is lost
+    done = data_parallel.fetch(client, [  # one line if a worker is lost
+        client.submit(write_block, block, target, int(starts[i]), pure=False)
+        if target is not None else client.submit(counted, block, pure=False)
+        for i, block in enumerate(labels)])
     current.release()
-    return {"rows": [int(rows) for rows, _ in done], "edits": [],
-            "labels_s": time.perf_counter() - began,
-            "labels_compute_s": max((seconds for _, seconds in done), default=0.0)}
+    out = {"rows": [int(rows) for rows, _ in done], "edits": [],
+           "labels_s": time.perf_counter() - began}
+    if keep:
+        out["kept"] = da.Array({block.key: block for block in labels}, name,
+                               chunks=(tuple(int(n) for n in sizes),), dtype=np.int32,
+                               meta=np.empty((0,), np.int32))
+    return out

@@ -15,8 +15,9 @@ each shard one block of the object's own graph (:mod:`pipelines.kmeans.inputs`);
 seeded choices (the initialisation) then draw from ``--seed``, or a fresh seed, reported. The
 result reports what the initialisation chose (``init``: k-means||'s candidates as global rows,
 their points, weights, sampling rounds and costs), small, so that it can be checked. With
-``--labels`` one more pass after the last iteration writes every point's nearest final
-centroid from where its shard lives (:mod:`pipelines.kmeans.labels`).
+``--labels``, or from Python, one more pass after the last iteration labels every point with its
+nearest final centroid where its shard lives (:mod:`pipelines.kmeans.labels`): written to the
+file, and from Python kept there, ``value["labels"]`` a Dask array on those blocks.
 :mod:`pipelines.kmeans.check` verifies every iteration, on the points the run kept (``fast``) or
 on data it draws or reads again its own way (``full``).
 """
@@ -60,7 +61,7 @@ from pipelines.kmeans.inputs import (
     reader_of,
 )
 from pipelines.kmeans.labels import create as create_labels
-from pipelines.kmeans.labels import write_labels
+from pipelines.kmeans.labels import label_pass
 from pipelines.kmeans.shared import Kept, KMeansContext
 from pipelines.kmeans.tasks import blob_centres, lloyd, make_shard
 
@@ -289,9 +290,16 @@ def drive(workload: Workload, client) -> dict:
     """The clustering driven from ``client`` (the run's own) on the workload's shards.
 
     The same result as computing ``workload.collection``, without a task driving the
-    iterations from a worker.
+    iterations from a worker. Where the run keeps its results (``workload.keep``: a run from
+    Python), the labels pass keeps every point's label on the workers, as
+    ``workload.on_workers["labels"]`` (and the result's ``labels["kept"]``, which the check
+    reads).
     """
-    return run(client, workload.context.kept.shards.futures, *workload.context.clustering)
+    raw = run(client, workload.context.kept.shards.futures, *workload.context.clustering,
+              keep=bool(workload.keep))
+    if workload.keep:
+        workload.on_workers["labels"] = raw["labels"]["kept"]
+    return raw
 
 
 def _sizes(resolved: Resolved) -> tuple[int, ...]:
@@ -373,9 +381,10 @@ def present(workload: Workload, raw: dict) -> dict:
         "cluster sizes": np.asarray(raw["counts"]),
     })
     if raw.get("labels") is not None:
+        kept = raw["labels"].get("kept") is not None and "kept on the workers"
         workload.description.update({
-            "labels": f"{workload.context.labels}, one more pass of "
-                      f"{raw['labels']['labels_s']:.4g} s",
+            "labels": f"{' and '.join(filter(None, (workload.context.labels, kept)))}, one "
+                      f"more pass of {raw['labels']['labels_s']:.4g} s",
             "labels_s": float(raw["labels"]["labels_s"]),
         })
     return _value(raw)
@@ -426,14 +435,14 @@ def _sparkline(values) -> str:
 
 
 def run(client, shards, sizes, seed: int, k: int, init: str, max_iter: int, tol: float,
-        labels: dict | None = None) -> dict:
+        labels: dict | None = None, keep: bool = False) -> dict:
     """The initial centroids, then :func:`lloyd` (the loop a run's compute times).
 
     :func:`lloyd`'s result, with ``init_s`` and ``init`` (the candidates the initialisation
     chose from, see :func:`pipelines.kmeans.init.initial_centroids`); with ``labels`` (where
-    to write them, see :func:`pipelines.kmeans.labels.create`), one more pass writes every
-    point's label there and ``labels`` says what it wrote
-    (:func:`pipelines.kmeans.labels.write_labels`).
+    to write them, see :func:`pipelines.kmeans.labels.create`) or ``keep``, one more pass
+    labels every point, writes the labels there or keeps them on the workers (both, in one
+    pass), and ``labels`` says what it did (:func:`pipelines.kmeans.labels.label_pass`).
     """
     began = time.perf_counter()
     start, chosen = initial_centroids(client, shards, sizes, seed, k, init)
@@ -441,6 +450,6 @@ def run(client, shards, sizes, seed: int, k: int, init: str, max_iter: int, tol:
     out["init_s"] = (time.perf_counter() - began - sum(out["step_s"])
                      - out.get("cells_s", 0.0))
     out["init"] = chosen
-    if labels is not None:
-        out["labels"] = write_labels(client, shards, sizes, out["centroids"][-1], labels)
+    if labels is not None or keep:
+        out["labels"] = label_pass(client, shards, sizes, out["centroids"][-1], labels, keep)
     return out

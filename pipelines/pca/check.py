@@ -23,8 +23,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import dask
 import numpy as np
 
+from daskgpu.toolkit.backends import to_host
 from daskgpu.verification import Check, Unreadable, bounds, differences
 from daskgpu.verification.bounds import rounding, tolerance
 from pipelines.pca import shared
@@ -59,6 +61,7 @@ class Reading:
     samples: int
     gram: Gram | None = None
     own: np.ndarray | None = None
+    keep: bool = False  # whether the run kept its projection on the workers (from Python)
 
     def array(self, key: str) -> np.ndarray:
         """``result[key]`` as float64."""
@@ -82,7 +85,7 @@ def read(workload, raw) -> Reading:
         raise Unreadable(f"result {type(raw).__name__} lacks {', '.join(KEYS)}")
     method = workload.context.method
     taken = result.get("method", "covariance" if method == "auto" else method)
-    return Reading(raw, result, str(taken), workload.context.samples)
+    return Reading(raw, result, str(taken), workload.context.samples, keep=workload.keep)
 
 
 def tau(ctx: PcaContext, trace: float) -> float:
@@ -223,37 +226,46 @@ def choice(ctx: PcaContext, r: Reading, verdict) -> None:
 
 
 def projection(ctx: PcaContext, r: Reading, verdict) -> None:
-    """The written projection ``T = X_c V^T``: its columns sum to 0, their squares to s^2.
+    """The projection ``T = X_c V^T``: its columns sum to 0, their squares to s^2.
 
-    A column of ``T`` (in the data's dtype) is off by ``c S`` at most, ``c = rounding(d + 2)``,
-    ``S = |X_c|_F + sqrt(n) |mean|``: its squares by ``2 |T_i| c S``, its sum by ``sqrt(n) c S``.
+    Written (``--project``: the sums the run reports), and kept on the workers (a run from
+    Python: summed here, from its blocks). A column of ``T`` (in the data's dtype) is off by
+    ``c S`` at most, ``c = rounding(d + 2)``, ``S = |X_c|_F + sqrt(n) |mean|``: its squares by
+    ``2 |T_i| c S``, its sum by ``sqrt(n) c S``.
     """
-    n, lam, gram = ctx.samples, r.lambdas, r.gram
-    sums, squares = (np.asarray(r.raw.get(f"projected_{key}"), dtype=np.float64)
-                     for key in ("sums", "squares"))
-    if not verdict.require(sums.shape == squares.shape == lam.shape, (
-            f"projection: column sums {sums.shape}, squares {squares.shape}; {lam.shape} "
-            "expected")):
-        return
+    n, lam, gram, kept = ctx.samples, r.lambdas, r.gram, r.raw.get("projection")
+    found = [("projection", *(r.raw.get(f"projected_{key}") for key in ("sums", "squares")))
+             ] if ctx.project is not None else []
+    said = getattr(kept, "dtype", type(kept).__name__), getattr(kept, "shape", None)
+    if r.keep and verdict.require(said == (ctx.dtype, (n, lam.size)), (
+            f"the kept projection: {said[0]} {said[1]}; {ctx.dtype} {(n, lam.size)} expected")):
+        wide = kept.map_blocks(to_host, dtype=kept.dtype).astype(np.float64)  # on the workers
+        found.append(("kept projection", *dask.compute(wide.sum(axis=0),
+                                                       (wide * wide).sum(axis=0))))
     spread = math.sqrt(gram.trace) + math.sqrt(n) * float(np.linalg.norm(gram.mean))
     column = rounding(ctx.features + 2, ctx.dtype) * spread
     centred = math.sqrt(n) * (column + rounding(n) * spread)
-    worst = int(np.argmax(np.abs(sums)))
-    if verdict.note(differences(
-            squares, lam, what="projection on component", reported_as="sum of squares {}",
-            expected_as="s^2", unit="components",
-            tolerance=slack(ctx, r) + 2 * np.sqrt(lam) * column + column**2)) and (
-            verdict.require(abs(sums[worst]) <= centred, (
-                f"projection on component {worst}: its column sums to {sums[worst]:.6g}, not "
-                f"0 (bound {centred:.3g}): not centred"))):
-        verdict.establish("the projection's columns sum to 0 and their squares to s^2")
+    for name, sums, squares in found:
+        sums, squares = np.asarray(sums, np.float64), np.asarray(squares, np.float64)
+        worst = int(np.argmax(np.abs(sums))) if sums.size else 0
+        if not (verdict.require(sums.shape == squares.shape == lam.shape, (
+                f"{name}: column sums {sums.shape}, squares {squares.shape}; {lam.shape} "
+                "expected")) and verdict.note(differences(
+                squares, lam, what=f"{name} on component", reported_as="sum of squares {}",
+                expected_as="s^2", unit="components",
+                tolerance=slack(ctx, r) + 2 * np.sqrt(lam) * column + column**2)) and (
+                verdict.require(abs(sums[worst]) <= centred, (
+                    f"{name} on component {worst}: its column sums to {sums[worst]:.6g}, not "
+                    f"0 (bound {centred:.3g}): not centred")))):
+            return
+        verdict.establish(f"the {name}'s columns sum to 0 and their squares to s^2")
 
 
 
 def _steps(ctx: PcaContext, *middle) -> tuple:
     known = (spectrum,) if ctx.random else ()
     auto = (choice,) if ctx.method == "auto" else ()
-    return (*middle, *known, *auto, *((projection,) if ctx.project is not None else ()))
+    return (*middle, *known, *auto, projection)
 
 
 def _fast(ctx: PcaContext) -> tuple:

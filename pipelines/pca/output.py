@@ -6,6 +6,8 @@ fit's larger arrays (:func:`by_shape`).
 
 from __future__ import annotations
 
+import importlib
+
 import dask
 import numpy as np
 
@@ -49,25 +51,26 @@ def by_shape(values) -> ByShape:
     return np.array(values, dtype=np.float64).view(ByShape)
 
 
-def _picked(found: dict, key: str, dtype) -> np.ndarray:
-    return np.asarray(found[key], dtype=dtype)
+def _picked(found: dict, k: int, dtype) -> tuple:
+    """The mean and the first ``k`` components of a result, in ``dtype``."""
+    return (np.asarray(found["mean"], dtype=dtype),
+            np.asarray(found["components"][:k], dtype=dtype))
+
+
+def project_block(block, picked: tuple):
+    """A block of rows projected: ``(block - mean) @ components.T``, in the block's library."""
+    xp = importlib.import_module(type(block).__module__.split(".")[0])
+    mean, components = (xp.asarray(a) for a in picked)
+    return (block - mean) @ components.T
 
 
 def projection(x, result, resolved: Resolved):
     """The lazy ``(X - mean) V^T`` (samples x components), once the components are known.
 
-    The data are read (or drawn) again for it, block by block, after the summaries' pass.
+    A task a block of rows (:func:`project_block`), where the block is; the data are read (or
+    drawn) again for it unless ``x`` is on blocks held on the workers.
     """
-    import dask.array as da
-
-    k, features = resolved["components"], resolved["features"]
-    pick = dask.delayed(_picked, pure=True)
-    mean = da.from_delayed(pick(result, "mean", x.dtype), (features,), dtype=x.dtype,
-                           meta=np.empty((0,), x.dtype))
-    components = da.from_delayed(pick(result, "components", x.dtype), (k, features),
-                                 dtype=x.dtype, meta=np.empty((0, 0), x.dtype))
-    to_device = resolved.backend.to_device()
-    if to_device is not None:
-        mean = mean.map_blocks(to_device, dtype=x.dtype, meta=mean._meta)
-        components = components.map_blocks(to_device, dtype=x.dtype, meta=components._meta)
-    return (x - mean) @ components.T
+    k = resolved["components"]
+    picked = dask.delayed(_picked, pure=True)(result, k, x.dtype)
+    return x.map_blocks(project_block, picked, dtype=x.dtype, chunks=(x.chunks[0], (k,)),
+                        meta=x._meta)

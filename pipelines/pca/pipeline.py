@@ -17,13 +17,17 @@ mean (:mod:`pipelines.pca.tasks`), so the mean costs no extra pass.
   features`` matrix. It squares the condition number: :func:`pipelines.pca.shared.
   covariance_shortfall` says whether it vouches for every reported variance.
 - ``--method auto`` (the default): covariance, then exact where covariance falls short
-  (:func:`auto_drive`); the report says which was taken.
+  (:func:`driven`); the report says which was taken.
 - ``--method randomized``: subspace iteration from a seeded basis of ``components + 10``
   columns: ``--power-iters`` passes of ``W <- orth(X_c^T X_c W)`` (each summed over the blocks),
   then a TSQR of ``X_c W`` and the SVD of its small R (a Rayleigh-Ritz step).
 
 Explained variance is ``s**2 / (samples - 1)``; its ratio is to the total variance (the centred
-sum of squares over ``samples - 1``). :mod:`pipelines.pca.check` verifies the result apart.
+sum of squares over ``samples - 1``). The projection ``(X - mean) V^T`` (samples x components)
+is one more pass once the components are known, over the data's blocks held on the workers
+since the first: ``--project`` writes it, and a run from Python keeps it on the workers
+(``value["projection"]``, a Dask array on its blocks; made once where both are asked).
+:mod:`pipelines.pca.check` verifies the result apart.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import numpy as np
 from daskgpu import config as daskgpu_config
 from daskgpu.data import array_input, synthetic
 from daskgpu.errors import ParameterError
-from daskgpu.toolkit import backends, chunking, registry
+from daskgpu.toolkit import backends, chunking, data_parallel, registry
 from daskgpu.toolkit import output as output_files
 from daskgpu.toolkit.backends import to_host
 from daskgpu.toolkit.numeric import seed_word
@@ -416,33 +420,48 @@ def _computed(client, parts: dict) -> dict:
             future.release()
 
 
-def _projection_parts(x, result, resolved: Resolved) -> tuple[dict, str]:
-    projected = pca_output.projection(x, result, resolved)
+def _projection_parts(projected, resolved: Resolved) -> tuple[dict, str]:
+    """``--project``'s write of ``projected`` (a new temporary) and its columns' sums."""
     write, temporary = output_files.store_array(projected, resolved["project"])
     wide = projected.astype(np.float64)
     return {"written": write, "projected_sums": wide.sum(axis=0),
             "projected_squares": (wide * wide).sum(axis=0)}, temporary
 
 
-def auto_drive(x, about: dict, resolved: Resolved):
-    """``--method auto`` as a run drives it: covariance, then exact where it falls short.
+def driven(x, about: dict, resolved: Resolved):
+    """The run as its ``drive`` runs it: the components, then the projection.
 
-    The covariance pass first; where its result cannot vouch for a reported variance
-    (``shortfall``, :func:`pipelines.pca.shared.covariance_shortfall`), the exact method's
-    pass, whose result notes the covariance method's ``fallback``; then the projection
-    (``--project``) on the components taken, into a fresh temporary.
+    The components' pass (:func:`principal_components`); for ``--method auto`` the covariance
+    pass first, and where its result cannot vouch for a reported variance (``shortfall``,
+    :func:`pipelines.pca.shared.covariance_shortfall`) the exact method's pass, whose result
+    notes the covariance method's ``fallback``. Then the projection on the components taken:
+    kept on the workers where the run keeps it (``workload.keep``, persisted, as
+    ``workload.on_workers["projection"]`` and the result's ``projection``, which the check
+    reads), written (``--project``) into a fresh temporary, from the kept blocks where both.
+    A run that makes the projection holds the data's blocks on the workers until it is made
+    (:func:`held`): the data are read or drawn once.
     """
+    auto = resolved["method"] == "auto"
+
     def drive(workload: Workload, client) -> dict:
-        result, cells = principal_components(x, about, resolved, "covariance")
-        raw = _computed(client, {"result": result, "cells": cells})
-        shortfall = raw["result"]["shortfall"]
+        from distributed import futures_of
+
+        projects = workload.keep or resolved["project"] is not None
+        data = held(client, x, about) if projects else (x, about)
+        raw = _components(client, *data, resolved, "covariance" if auto else None)
+        shortfall = raw["result"].get("shortfall") if auto else None
         if shortfall is not None:
-            result, cells = principal_components(x, about, resolved, "exact")
-            raw = _computed(client, {"result": result, "cells": cells})
+            raw = _components(client, *data, resolved, "exact")
             raw["result"]["fallback"] = shortfall
             workload.description["passes"] += 1
+        projected = pca_output.projection(data[0], raw["result"], resolved)
+        if workload.keep:  # computed here: compute_s counts it, and a failed task raises here
+            projected = raw["projection"] = workload.on_workers["projection"] = (
+                client.persist(projected))
+            data_parallel.wait_kept(client, futures_of(projected))
+            workload.description["projection"] = "kept on the workers"
         if resolved["project"] is not None:
-            parts, temporary = _projection_parts(x, raw["result"], resolved)
+            parts, temporary = _projection_parts(projected, resolved)
             for old, _final in workload.outputs:
                 output_files.discard(old)
             workload.outputs[:] = [(temporary, resolved["project"])]
@@ -450,6 +469,22 @@ def auto_drive(x, about: dict, resolved: Resolved):
         return raw
 
     return drive
+
+
+def held(client, x, about: dict) -> tuple:
+    """``(x, about)`` on the data's blocks persisted (with their noted states), to read once."""
+    blocks, states = about["blocks"], about["states"] or []
+    kept = client.persist([*blocks, *states])
+    blocks, states = kept[:len(blocks)], kept[len(blocks):]
+    x = da.concatenate([da.from_delayed(b, (rows, x.shape[1]), dtype=x.dtype, meta=x._meta)
+                        for b, rows in zip(blocks, x.chunks[0], strict=True)])
+    return x, {**about, "blocks": blocks, "states": states or None}
+
+
+def _components(client, x, about: dict, resolved: Resolved, method: str | None) -> dict:
+    """The ``method``'s result (and its cells' certificates, where it has them), computed."""
+    result, cells = principal_components(x, about, resolved, method)
+    return _computed(client, {"result": result, **({} if cells is None else {"cells": cells})})
 
 
 # The warm-up's arrays: blocks of WARM_UP_ROWS x WARM_UP_FEATURES, two to a run (so that the
@@ -484,9 +519,10 @@ def warm_up(backend_name: str) -> None:
 def prepare(resolved: Resolved) -> Workload:
     """Build the lazy components: block summaries, their tree, the small SVD or eigh.
 
-    ``--method auto`` builds the covariance pass as the collection (its result says whether
-    the exact method is needed) and drives the run (:func:`auto_drive`), which takes the exact
-    method where the covariance method falls short.
+    The run is driven (:func:`driven`): the components' pass first, then the projection where
+    ``--project`` writes it or a run from Python keeps it. ``--method auto`` builds the
+    covariance pass as the collection (its result says whether the exact method is needed),
+    and its drive takes the exact method where the covariance method falls short.
     """
     x, about = array(resolved)
     samples, features = x.shape
@@ -497,8 +533,9 @@ def prepare(resolved: Resolved) -> Workload:
     if cells is not None:
         parts["cells"] = cells
     if resolved["project"] is not None:
-        projected, temporary = _projection_parts(x, result, resolved)
-        parts.update(projected)
+        written, temporary = _projection_parts(pca_output.projection(x, result, resolved),
+                                               resolved)
+        parts.update(written)
         outputs.append((temporary, resolved["project"]))
         passes += 1
     described = {"source": about["source"]}
@@ -530,5 +567,5 @@ def prepare(resolved: Resolved) -> Workload:
         outputs=outputs,
         present=present,
         save=pca_output.save if resolved["output"] is not None else None,
-        drive=auto_drive(x, about, resolved) if resolved["method"] == "auto" else None,
+        drive=driven(x, about, resolved),
     )

@@ -1,7 +1,8 @@
 """daskgpu.ml.KMeans: scikit-learn's conventions on kmeans-pipeline, verified on every fit.
 
 Held against scikit-learn's own KMeans on blobs nobody here made; NumPy in, NumPy out; Dask in,
-lazy Dask out; clone, parameters and scikit-learn's pipelines; a wrong answer raises.
+Dask out (labels_ the run's, kept on the workers; predict lazy); clone, parameters and
+scikit-learn's pipelines; a wrong answer raises.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import dask.array as da
 import numpy as np
 import pytest
+from distributed import futures_of
 from sklearn.base import clone
 from sklearn.cluster import KMeans as SklearnKMeans
 from sklearn.datasets import make_blobs
@@ -65,18 +67,43 @@ def test_the_same_clusters_as_scikit_learn(fitted, blobs):
     assert list(model.get_feature_names_out()) == [f"kmeans{j}" for j in range(5)]
 
 
-def test_a_dask_array_gives_lazy_labels_and_the_numpy_fits_centres(cpu_client, fitted, blobs):
+def test_a_dask_array_gives_the_labels_kept_on_the_workers_and_the_numpy_fits_centres(
+        cpu_client, fitted, blobs):
     x = da.from_array(blobs, chunks=(700, 4))
     model = KMeans(5, random_state=0).fit(x, session=cpu_client)
     np.testing.assert_array_equal(model.cluster_centers_, fitted.cluster_centers_)
     assert model.result_.data["rechunked"].startswith("rechunked from blocks of (700, 4)")
-    assert isinstance(model.labels_, da.Array) and model.labels_.chunks == ((700,) * 4 + (200,),)
-    np.testing.assert_array_equal(model.labels_.compute(), fitted.labels_)
+    # the run's own labels: a block per shard, persisted (its graph holds only those blocks)
+    labels = model.labels_
+    assert labels is model.result_.value["labels"] and labels.chunks == ((1500, 1500),)
+    assert len(dict(labels.__dask_graph__())) == labels.npartitions == 2
+    np.testing.assert_array_equal(labels.compute(scheduler=cpu_client.client), fitted.labels_)
     predicted, distances = model.predict(x), model.transform(x)
     assert isinstance(predicted, da.Array) and isinstance(distances, da.Array)
     np.testing.assert_array_equal(predicted.compute(), fitted.labels_)
     np.testing.assert_allclose(distances.compute(), fitted.transform(blobs), rtol=1e-12)
     assert model.score(x) == pytest.approx(fitted.score(blobs), rel=1e-12)
+
+
+def test_labels_are_the_runs_own_not_computed_again(cpu_client, blobs, monkeypatch):
+    """labels_ are the labels the fit's run kept and verified (int32), not the centroids'
+    labels computed again here; where fit started (and closed) a cluster of its own, a Dask
+    X's labels_ are a Dask array of them held in this process."""
+    def again(*args, **kwargs):
+        raise AssertionError("labels computed again in this process")
+
+    monkeypatch.setattr(ml_kmeans, "nearest", again)
+    model = KMeans(5, random_state=0).fit(blobs, session=cpu_client)
+    plain = ((blobs[:, None] - model.cluster_centers_[None]) ** 2).sum(axis=2).argmin(axis=1)
+    assert isinstance(model.labels_, np.ndarray) and model.labels_.dtype == np.int32
+    np.testing.assert_array_equal(model.labels_, plain)
+    assert "the kept labels: 3000 labels whose counts" in model.verification_  # verified
+    monkeypatch.setattr(ml_kmeans, "outlives_fit", lambda session: False)
+    held = KMeans(5, random_state=0).fit(da.from_array(blobs, chunks=(700, 4)),
+                                         session=cpu_client)
+    assert isinstance(held.labels_, da.Array) and not futures_of(held.labels_)
+    assert held.labels_.chunks == ((1500, 1500),)
+    np.testing.assert_array_equal(held.labels_.compute(scheduler="sync"), plain)
 
 
 def test_points_with_no_finite_coordinate_are_labelled_minus_one(fitted, blobs):

@@ -106,6 +106,35 @@ def test_transforms_are_scikit_learns_and_dask_stays_lazy(cpu_client, low_rank, 
 
 
 @pytest.mark.parametrize("whiten", [False, True])
+def test_fit_transform_gives_the_runs_projection_without_projecting_again(
+        cpu_client, low_rank, monkeypatch, whiten):
+    """NumPy in, the run's projection gathered; Dask in, the Dask array the run kept on the
+    workers (its blocks only, where nothing is whitened); scikit-learn's values; X is not
+    projected again here. A fit alone lets the projection go."""
+    def again(*args, **kwargs):
+        raise AssertionError("X projected again in this process")
+
+    monkeypatch.setattr(ml_pca, "_projected", again)
+    expected = SkPCA(3, whiten=whiten, svd_solver="covariance_eigh").fit_transform(low_rank)
+    scale = np.abs(expected).max()
+    ours = PCA(3, whiten=whiten)
+    got = ours.fit_transform(low_rank, session=cpu_client)
+    assert isinstance(got, np.ndarray) and got.dtype == np.float64
+    np.testing.assert_allclose(got, expected, atol=1e-9 * scale)
+    assert "projection" not in ours.result_.value and ours.verified_
+    lazy = PCA(3, whiten=whiten).fit_transform(da.from_array(low_rank, chunks=(300, 4)),
+                                               session=cpu_client)
+    assert isinstance(lazy, da.Array) and lazy.shape == (SAMPLES, 3)
+    assert whiten or len(dict(lazy.__dask_graph__())) == lazy.npartitions
+    np.testing.assert_allclose(lazy.compute(scheduler=cpu_client.client), expected,
+                               atol=1e-9 * scale)
+    share = PCA(0.99, whiten=whiten, svd_solver="covariance_eigh")
+    fewer = share.fit_transform(low_rank.astype(np.float32), session=cpu_client)
+    assert fewer.shape == (SAMPLES, RANK) and fewer.dtype == np.float32
+    np.testing.assert_allclose(fewer, expected, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("whiten", [False, True])
 def test_device_arrays_are_projected_on_the_device(cpu_client, low_rank, cupy_stand_in, whiten):
     """CuPy in, CuPy out (the strict stand-in: no implicit copy to the host on the way)."""
     ours = PCA(3, whiten=whiten).fit(low_rank, session=cpu_client)

@@ -158,7 +158,7 @@ def test_the_baseline_gives_the_runs_value(cpu_client, tmp_path):
     seconds, answer = spec.baseline(spec.resolve(cpu_client.backend, **result.params))
     assert seconds > 0
     assert answers.difference(result.value, answer) is None
-    assert set(result.value) == {"iterations", "inertia", "inertias", "centroids"}
+    assert set(result.value) == {"iterations", "inertia", "inertias", "centroids", "labels"}
     assert result.value["inertia"] == result.value["inertias"][-1]
     saved = np.load(out)  # as scikit-learn's cluster_centers_: a plain (k, d) array
     assert saved.dtype == np.float64 and saved.shape == (3, 3)
