@@ -226,7 +226,7 @@ def test_init_weights_of_another_model_are_one_line(tmp_path, arrays, params, fr
     assert fragment in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("bad", [0, 1, -0.1, 1.5, "nan", "a tenth"])
+@pytest.mark.parametrize("bad", [1, -0.1, 1.5, "nan", "a tenth"])  # 0: none held out
 def test_a_validation_fraction_outside_0_1_is_one_line(bad):
     with pytest.raises(ParameterError, match="--validation-fraction") as err:
         registry.get("train-pipeline").resolve(**HIDDEN, validation_fraction=bad)
