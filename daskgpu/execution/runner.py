@@ -111,6 +111,7 @@ def run(
     report: str | None = None,
     overwrite: bool = False,
     verify: str = depths.DEFAULT,
+    keep: bool = True,
     **params: Any,
 ) -> RunResult:
     """Build, compute and verify a pipeline on a cluster.
@@ -138,6 +139,10 @@ def run(
         How deeply to check the answer: certificates and seeded spot checks at a small share
         of the compute (``fast``), the exhaustive audit (``full``), or not at all (``off``:
         ``verified`` is None and the outputs are written unchecked).
+    keep : bool, default True
+        Keep the results as large as the input (a grid, a spectrum, a product, labels, a
+        projection) on the workers and give them in the value as Dask arrays; False: the run
+        makes them only where an output asks, as the command line does.
     **params
         Pipeline parameters; the rest take their defaults.
 
@@ -162,7 +167,7 @@ def run(
         check_depth(verify)
         resolved = spec.resolve_for_run(chosen.backend, overwrite, **params)
         return execute(spec, chosen, resolved, progress=progress, report=report, verify=verify,
-                       keep=True)
+                       keep=keep)
 
 
 def check_depth(verify: str) -> None:

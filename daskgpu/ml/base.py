@@ -44,8 +44,11 @@ def session_for(session=None) -> Iterator:
         yield started
 
 
-def fitted(estimator, pipeline: str, session=None, **params):
+def fitted(estimator, pipeline: str, session=None, keep: bool = True, **params):
     """Run ``pipeline`` with ``params`` for ``estimator``'s fit; verified at its ``verify``.
+
+    ``keep``: whether the run keeps its input-sized results on the workers
+    (:func:`daskgpu.run`'s ``keep``), for a fit that uses them (labels, a projection).
 
     Returns
     -------
@@ -63,7 +66,7 @@ def fitted(estimator, pipeline: str, session=None, **params):
 
     verify = checked_depth(estimator.verify)
     with session_for(session) as chosen:
-        result = daskgpu.run(pipeline, chosen, verify=verify, **params)
+        result = daskgpu.run(pipeline, chosen, verify=verify, keep=keep, **params)
     if result.verified is False:
         error = VerificationFailed(f"{type(estimator).__name__}.fit: the result did not "
                                    f"verify ({pipeline}, --verify {verify}): "
@@ -95,3 +98,84 @@ def seed_of(random_state) -> int | None:
         return int(random_state.integers(0, 2**62))
     raise ParameterError(f"random_state={random_state!r}: give None, an int, a "
                          "numpy.random.RandomState or a numpy.random.Generator")
+
+
+# --------------------------------------------------------------------------- arrays a fit uses
+
+
+def is_dask(x) -> bool:
+    """Whether ``x`` is a Dask array (its results stay lazy Dask arrays)."""
+    import dask.array as da
+
+    return isinstance(x, da.Array)
+
+
+def namespace(x):
+    """The array library of ``x``'s blocks: NumPy or CuPy."""
+    import importlib
+
+    from daskgpu.data import memory_input
+
+    return importlib.import_module(memory_input.library(x))
+
+
+def float_type(x, dtypes=("float32", "float64")) -> np.dtype:
+    """``x``'s float type where it is one of ``dtypes``; else float64."""
+    return np.dtype(x.dtype) if np.dtype(x.dtype).name in dtypes else np.dtype(np.float64)
+
+
+def matrix(X, columns: int, where: str, attribute: str = "n_features_in_"):
+    """``X`` as a 2-D array of ``columns`` columns (a Dask array's in one block), or one line.
+
+    ``where`` names the call (``"KMeans.predict"``), ``attribute`` where ``columns`` is from.
+
+    Raises
+    ------
+    ParameterError
+        Not a matrix of ``columns`` columns, named by type, dtype and shape.
+    """
+    from daskgpu.data import memory_input
+
+    if not memory_input.is_array(X):
+        X = np.asarray(X)
+    if X.ndim != 2 or X.shape[1] != columns:
+        raise ParameterError(f"{where}: X {memory_input.label(X)}; a matrix of {columns} "
+                             f"columns ({attribute}) is needed")
+    if is_dask(X) and X.numblocks[1] > 1:
+        X = X.rechunk({1: -1})
+    return X
+
+
+def outlives_fit(session) -> bool:
+    """Whether the session a fit computes on outlives it: given, or current (not started).
+
+    What a run keeps on the workers of a cluster started for one fit goes when it closes.
+    """
+    if session is not None:
+        return True
+    from daskgpu.clusters import session as sessions
+    from daskgpu.errors import ClusterError
+
+    try:
+        sessions.current()
+    except ClusterError:
+        return False
+    return True
+
+
+def kept_result(kept, X, session, lasting: bool):
+    """What a run kept on the workers (a Dask array), of ``X``'s kind.
+
+    For a Dask ``X`` the array itself, where the session outlives the fit (``lasting``); else
+    computed on ``session`` (the blocks moved to host memory on the workers) as NumPy, wrapped
+    as a Dask array in the blocks kept for a Dask ``X``.
+    """
+    import dask.array as da
+
+    from daskgpu.toolkit.backends import to_host
+
+    if is_dask(X) and lasting:
+        return kept
+    values = kept.map_blocks(to_host, dtype=kept.dtype).compute(
+        scheduler=getattr(session, "client", session))
+    return da.from_array(values, chunks=kept.chunks) if is_dask(X) else values

@@ -39,7 +39,6 @@ and checks its answer at ``verify``'s depth: a wrong answer raises
 
 from __future__ import annotations
 
-import importlib
 import numbers
 from contextlib import nullcontext
 
@@ -53,7 +52,18 @@ from sklearn.base import (
 from sklearn.utils.validation import check_is_fitted
 
 from daskgpu.errors import ParameterError
-from daskgpu.ml.base import checked_depth, fitted, seed_of, session_for
+from daskgpu.ml.base import (
+    checked_depth,
+    fitted,
+    float_type,
+    is_dask,
+    kept_result,
+    matrix,
+    namespace,
+    outlives_fit,
+    seed_of,
+    session_for,
+)
 
 # scikit-learn's init -> kmeans-pipeline's --init.
 INITS = {"k-means++": "k-means||", "k-means||": "k-means||", "random": "random"}
@@ -257,8 +267,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             Of ``X``'s kind: a Dask array stays lazy (one task per block of rows).
         """
         check_is_fitted(self)
-        X = _matrix(X, self.n_features_in_, "predict")
-        if _is_dask(X):
+        X = matrix(X, self.n_features_in_, "KMeans.predict")
+        if is_dask(X):
             return X.map_blocks(nearest, self.cluster_centers_, dtype=np.int32, drop_axis=1)
         return nearest(X, self.cluster_centers_)
 
@@ -276,9 +286,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             In ``X``'s float type, of ``X``'s kind: a Dask array stays lazy.
         """
         check_is_fitted(self)
-        X = _matrix(X, self.n_features_in_, "transform")
-        if _is_dask(X):
-            return X.map_blocks(distances, self.cluster_centers_, dtype=_result_dtype(X),
+        X = matrix(X, self.n_features_in_, "KMeans.transform")
+        if is_dask(X):
+            return X.map_blocks(distances, self.cluster_centers_, dtype=float_type(X),
                                 chunks=(X.chunks[0], (len(self.cluster_centers_),)))
         return distances(X, self.cluster_centers_)
 
@@ -299,8 +309,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             ``-sum(min_j |x - c_j|^2)``.
         """
         check_is_fitted(self)
-        X = _matrix(X, self.n_features_in_, "score")
-        if _is_dask(X):
+        X = matrix(X, self.n_features_in_, "KMeans.score")
+        if is_dask(X):
             import dask
 
             parts = X.map_blocks(_block_inertia, self.cluster_centers_, dtype=np.float64,
@@ -312,39 +322,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
 # --------------------------------------------------------------------------- helpers
 
 
-def outlives_fit(session) -> bool:
-    """Whether the session a fit computes on outlives it: given, or current (not started).
-
-    What a run keeps on the workers of a cluster started for one fit goes when it closes.
-    """
-    if session is not None:
-        return True
-    from daskgpu.clusters import session as sessions
-    from daskgpu.errors import ClusterError
-
-    try:
-        sessions.current()
-    except ClusterError:
-        return False
-    return True
 
 
-def kept_result(kept, X, session, lasting: bool):
-    """What a run kept on the workers (a Dask array), of ``X``'s kind.
-
-    For a Dask ``X`` the array itself, where the session outlives the fit (``lasting``); else
-    computed on ``session`` (the blocks moved to host memory on the workers) as NumPy, wrapped
-    as a Dask array in the blocks kept for a Dask ``X``.
-    """
-    import dask.array as da
-
-    from daskgpu.toolkit.backends import to_host
-
-    if _is_dask(X) and lasting:
-        return kept
-    values = kept.map_blocks(to_host, dtype=kept.dtype).compute(
-        scheduler=getattr(session, "client", session))
-    return da.from_array(values, chunks=kept.chunks) if _is_dask(X) else values
 
 
 def _seeds(seed: int | None, runs: int) -> list:
@@ -378,7 +357,7 @@ def mean_variance(X, session=None) -> float:
     Block by block (a Dask array's blocks computed on ``session``'s client, only their sums
     coming back), the blocks' counts, means and squared deviations combined (Chan et al.).
     """
-    if not _is_dask(X):
+    if not is_dask(X):
         step = max(1, DISTANCES // max(1, X.shape[1]))
         parts = [_moments(X[first:first + step]) for first in range(0, X.shape[0], step)]
     else:
@@ -402,7 +381,7 @@ def mean_variance(X, session=None) -> float:
 
 def _moments(block) -> tuple:
     """Count, mean and sum of squared deviations (per feature) of a block's finite rows."""
-    xp = _namespace(block)
+    xp = namespace(block)
     x = block.astype(np.float64)
     x = x[xp.isfinite(x).all(axis=1)]
     if not x.shape[0]:
@@ -418,7 +397,7 @@ def _host(a) -> np.ndarray:
 
 def _squared(block, centroids) -> tuple:
     """Per slab of rows: the squared distances (float64, >= 0) and whether each row is finite."""
-    xp = _namespace(block)
+    xp = namespace(block)
     c = xp.asarray(np.asarray(centroids, dtype=np.float64))
     c_norm2 = (c * c).sum(axis=1)
     step = max(1, DISTANCES // max(1, c.shape[0], block.shape[1]))
@@ -437,7 +416,7 @@ def nearest(block, centroids):
     least ``|c|^2 - 2 x.c`` (``|x|^2`` is the same for every centroid of a row; the lowest
     index on a tie). A row with a NaN or infinite coordinate has no finite ``x.c``.
     """
-    xp = _namespace(block)
+    xp = namespace(block)
     c = xp.asarray(np.asarray(centroids, dtype=np.float64))
     c_norm2 = (c * c).sum(axis=1)
     out = xp.empty(block.shape[0], dtype=np.int32)
@@ -452,8 +431,8 @@ def nearest(block, centroids):
 
 def distances(block, centroids):
     """Each row's Euclidean distance to each centroid, in the block's float type."""
-    xp = _namespace(block)
-    out = xp.empty((block.shape[0], len(centroids)), dtype=_result_dtype(block))
+    xp = namespace(block)
+    out = xp.empty((block.shape[0], len(centroids)), dtype=float_type(block))
     for first, dist, finite in _squared(block, centroids):
         dist = xp.where(finite[:, None], xp.sqrt(dist), np.nan)
         out[first:first + dist.shape[0]] = dist
@@ -468,31 +447,8 @@ def _block_inertia(block, centroids) -> np.ndarray:
     return np.array([total])
 
 
-def _is_dask(x) -> bool:
-    import dask.array as da
-
-    return isinstance(x, da.Array)
 
 
-def _namespace(x):
-    from daskgpu.data import memory_input
-
-    return importlib.import_module(memory_input.library(x))
 
 
-def _result_dtype(x) -> np.dtype:
-    return np.dtype(x.dtype) if np.dtype(x.dtype).name in DTYPES else np.dtype(np.float64)
 
-
-def _matrix(X, columns: int, method: str):
-    """``X`` as a 2-D array of ``columns`` columns (a Dask array in whole rows), or one line."""
-    from daskgpu.data import memory_input
-
-    if not memory_input.is_array(X):
-        X = np.asarray(X)
-    if X.ndim != 2 or X.shape[1] != columns:
-        raise ParameterError(f"KMeans.{method}: X {memory_input.label(X)}; a matrix of "
-                             f"{columns} columns (n_features_in_) is needed")
-    if _is_dask(X) and X.numblocks[1] > 1:
-        X = X.rechunk({1: -1})
-    return X

@@ -38,7 +38,16 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from daskgpu.errors import InputFileError, ParameterError
-from daskgpu.ml.base import checked_depth, fitted, seed_of, session_for
+from daskgpu.ml.base import (
+    checked_depth,
+    fitted,
+    float_type,
+    is_dask,
+    matrix,
+    namespace,
+    seed_of,
+    session_for,
+)
 
 DTYPES = ("float32", "float64")
 SOLVERS = ("adam", "sgd")
@@ -251,10 +260,10 @@ class MLPClassifier(ClassifierMixin, BaseEstimator):
             block of rows).
         """
         check_is_fitted(self)
-        X = _matrix(X, self.n_features_in_, "predict_proba")
+        X = matrix(X, self.n_features_in_, "MLPClassifier.predict_proba")
         model = (self.coefs_, self.intercepts_)
-        if _is_dask(X):
-            return X.map_blocks(probabilities, *model, dtype=_float(X),
+        if is_dask(X):
+            return X.map_blocks(probabilities, *model, dtype=float_type(X),
                                 chunks=(X.chunks[0], (self.n_outputs_,)))
         return probabilities(X, *model)
 
@@ -272,9 +281,9 @@ class MLPClassifier(ClassifierMixin, BaseEstimator):
             Labels of ``classes_``, of ``X``'s kind: a Dask array stays lazy.
         """
         check_is_fitted(self)
-        X = _matrix(X, self.n_features_in_, "predict")
+        X = matrix(X, self.n_features_in_, "MLPClassifier.predict")
         model = (self.coefs_, self.intercepts_, self.classes_)
-        if _is_dask(X):
+        if is_dask(X):
             return X.map_blocks(predicted, *model, dtype=self.classes_.dtype, drop_axis=1)
         return predicted(X, *model)
 
@@ -296,7 +305,7 @@ class MLPClassifier(ClassifierMixin, BaseEstimator):
             The accuracy.
         """
         guessed = self.predict(X)
-        if _is_dask(guessed):
+        if is_dask(guessed):
             import dask
 
             return float(dask.compute((guessed == y).mean())[0])
@@ -310,40 +319,18 @@ def _positive_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
 
 
-def _is_dask(a) -> bool:
-    import dask.array as da
-
-    return isinstance(a, da.Array)
 
 
-def _float(X) -> np.dtype:
-    return np.dtype(X.dtype) if np.dtype(X.dtype).name in DTYPES else np.dtype(np.float64)
 
 
-def _matrix(X, features: int, method: str):
-    """``X`` as a 2-D array of ``features`` columns (a Dask array's columns in one block)."""
-    if not hasattr(X, "shape") or not hasattr(X, "dtype"):
-        X = np.asarray(X)
-    if len(X.shape) != 2 or X.shape[1] != features:
-        raise InputFileError(f"{method}: X of shape {tuple(X.shape)}; (n_samples, {features}) "
-                             "is needed (the features fitted)")
-    if _is_dask(X) and X.numblocks[1] > 1:
-        X = X.rechunk({1: -1})
-    return X
 
 
-def _namespace(block):
-    if type(block).__module__.split(".")[0] == "cupy":
-        import cupy
-
-        return cupy
-    return np
 
 
 def probabilities(block, coefs, intercepts):
     """The softmax of the model's logits for a block of rows, in its float type."""
-    xp = _namespace(block)
-    dtype = _float(block)
+    xp = namespace(block)
+    dtype = float_type(block)
     h = block.astype(dtype, copy=False)
     for i, (w, b) in enumerate(zip(coefs, intercepts, strict=True)):
         h = h @ xp.asarray(w, dtype=dtype) + xp.asarray(b, dtype=dtype)
@@ -356,7 +343,7 @@ def probabilities(block, coefs, intercepts):
 
 def predicted(block, coefs, intercepts, classes):
     """The most probable class of each row of a block, as a label of ``classes``."""
-    xp = _namespace(block)
+    xp = namespace(block)
     best = xp.argmax(probabilities(block, coefs, intercepts), axis=1)
     best = best.get() if hasattr(best, "get") else best
     return np.asarray(classes)[best]
@@ -379,7 +366,7 @@ def encoded(y, samples: int, session=None) -> tuple:
     if len(y.shape) != 1 or y.shape[0] != samples:
         raise InputFileError(f"y of shape {tuple(y.shape)}: one label per row of X "
                              f"({samples},) is needed")
-    if _is_dask(y):
+    if is_dask(y):
         import dask
         import dask.array as da
 

@@ -32,7 +32,6 @@ device, as :meth:`PCA.transform` does). A ``fit`` alone lets that projection go.
 
 from __future__ import annotations
 
-import importlib
 import numbers
 
 import numpy as np
@@ -40,8 +39,18 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted
 
 from daskgpu.errors import ParameterError
-from daskgpu.ml.base import checked_depth, fitted, seed_of, session_for
-from daskgpu.ml.kmeans import kept_result, outlives_fit
+from daskgpu.ml.base import (
+    checked_depth,
+    fitted,
+    float_type,
+    is_dask,
+    kept_result,
+    matrix,
+    namespace,
+    outlives_fit,
+    seed_of,
+    session_for,
+)
 
 # scikit-learn's svd_solver -> pca-pipeline's --method.
 SOLVERS = {"auto": "auto", "covariance_eigh": "covariance", "full": "exact",
@@ -154,7 +163,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 params["seed"] = seed
         lasting = outlives_fit(session)
         with session_for(session) as chosen:
-            result = fitted(self, "pca-pipeline", chosen, input=X, **params)
+            result = fitted(self, "pca-pipeline", chosen, keep=project, input=X, **params)
             self._keep(result, asked, samples, features)
             kept = result.value.pop("projection", None)  # a fit alone holds none on the workers
             return kept_result(kept, X, chosen, lasting) if project and kept is not None else None
@@ -264,11 +273,11 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             Of ``X``'s kind: a Dask array stays lazy (one task per block of rows).
         """
         check_is_fitted(self)
-        X = _matrix(X, self.n_features_in_, "transform", "n_features_in_")
+        X = matrix(X, self.n_features_in_, "PCA.transform", "n_features_in_")
         scale = self._scale() if self.whiten else None
         args = (self.components_, self.mean_, scale)
-        if _is_dask(X):
-            return X.map_blocks(_projected, *args, dtype=_result_dtype(X),
+        if is_dask(X):
+            return X.map_blocks(_projected, *args, dtype=float_type(X),
                                 chunks=(X.chunks[0], (self.n_components_,)))
         return _projected(X, *args)
 
@@ -286,12 +295,12 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             Of ``X``'s kind: a Dask array stays lazy.
         """
         check_is_fitted(self)
-        X = _matrix(X, self.n_components_, "inverse_transform", "n_components_")
+        X = matrix(X, self.n_components_, "PCA.inverse_transform", "n_components_")
         components = self.components_
         if self.whiten:
             components = self._scale()[:, None] * components
-        if _is_dask(X):
-            return X.map_blocks(_restored, components, self.mean_, dtype=_result_dtype(X),
+        if is_dask(X):
+            return X.map_blocks(_restored, components, self.mean_, dtype=float_type(X),
                                 chunks=(X.chunks[0], (self.n_features_in_,)))
         return _restored(X, components, self.mean_)
 
@@ -299,34 +308,12 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 # --------------------------------------------------------------------------- per block
 
 
-def _is_dask(x) -> bool:
-    import dask.array as da
-
-    return isinstance(x, da.Array)
 
 
-def _namespace(x):
-    from daskgpu.data import memory_input
-
-    return importlib.import_module(memory_input.library(x))
 
 
-def _result_dtype(x) -> np.dtype:
-    return np.dtype(x.dtype) if np.dtype(x.dtype).name in DTYPES else np.dtype(np.float64)
 
 
-def _matrix(X, columns: int, method: str, attribute: str):
-    """``X`` as a 2-D array of ``columns`` columns (a Dask array in whole rows), or one line."""
-    from daskgpu.data import memory_input
-
-    if not memory_input.is_array(X):
-        X = np.asarray(X)
-    if X.ndim != 2 or X.shape[1] != columns:
-        raise ParameterError(f"PCA.{method}: X {memory_input.label(X)}; a matrix of "
-                             f"{columns} columns ({attribute}) is needed")
-    if _is_dask(X) and X.numblocks[1] > 1:
-        X = X.rechunk({1: -1})
-    return X
 
 
 def _projected(block, components, mean, scale=None):
@@ -334,7 +321,7 @@ def _projected(block, components, mean, scale=None):
 
     As scikit-learn forms it: ``block @ components.T - mean @ components.T``, no centred copy.
     """
-    xp, dtype = _namespace(block), _result_dtype(block)
+    xp, dtype = namespace(block), float_type(block)
     c = xp.asarray(components, dtype=dtype)
     out = block.astype(dtype, copy=False) @ c.T
     out -= xp.asarray(mean, dtype=dtype) @ c.T
@@ -345,6 +332,6 @@ def _projected(block, components, mean, scale=None):
 
 def _restored(block, components, mean):
     """``block @ components + mean`` in the block's library."""
-    xp, dtype = _namespace(block), _result_dtype(block)
+    xp, dtype = namespace(block), float_type(block)
     return block.astype(dtype, copy=False) @ xp.asarray(components, dtype=dtype) + xp.asarray(
         mean, dtype=dtype)

@@ -177,3 +177,20 @@ def test_generated_a_file_numpy_and_dask_give_the_same_kind_of_value(cpu_client,
     np.testing.assert_allclose(values, expected, rtol=0, atol=1e-4 * np.abs(expected).max())
     assert set(result.value) == {"components", "explained_variance", "explained_variance_ratio",
                                  "explained_total", "total_variance", "projection"}
+
+
+def test_a_run_asked_not_to_keep_and_the_estimators_fit_project_nothing(in_process_client,
+                                                                       monkeypatch):
+    """keep=False (PCA.fit: it needs no projection) makes no projection; keep=True does."""
+    from daskgpu.ml import PCA
+
+    monkeypatch.setattr(pca_output, "project_block", _counted_projection)
+    x = generated(SMALL)
+    projected.clear()
+    result = daskgpu.run("pca-pipeline", in_process_client, input=x, components=3,
+                         chunks=700, keep=False)
+    assert result.verified and "projection" not in result.value and projected == []
+    PCA(3).fit(x, session=in_process_client)
+    assert projected == []
+    kept = daskgpu.run("pca-pipeline", in_process_client, input=x, components=3, chunks=700)
+    assert "projection" in kept.value and sorted(projected) == sorted([700] * 4 + [200])
