@@ -69,8 +69,13 @@ def test_a_cupy_array_stays_on_the_device_and_is_refused_by_cpu_workers(cupy_sta
     blocks = blocks_of(array_input.to_dask(source, (3, 4), GPU))
     assert all(isinstance(b, cupy_stand_in.ndarray) for b in blocks)  # never through NumPy
     assert np.array_equal(np.concatenate([b.get() for b in blocks]), values)
-    read = replay.region(source, (slice(2, 5),))  # read again to the host, explicitly
-    assert type(read) is np.ndarray and np.array_equal(read, values[2:5])
+    read = replay.region(source, (slice(2, 5),))  # from the blocks sent, to the host explicitly
+    assert isinstance(read, da.Array)
+    with dask.config.set(scheduler="sync"):
+        assert type(read.compute()) is np.ndarray
+        assert np.array_equal(read.compute(), values[2:5])
+    unsent = replay.region(array_input.open_array(on_device), (slice(2, 5),))
+    assert type(unsent) is np.ndarray and np.array_equal(unsent, values[2:5])
 
 
 def test_a_numpy_array_given_to_gpu_workers_is_moved_block_by_block(cupy_stand_in):
@@ -78,3 +83,20 @@ def test_a_numpy_array_given_to_gpu_workers_is_moved_block_by_block(cupy_stand_i
     blocks = blocks_of(array_input.to_dask(array_input.open_array(values), (2, 4), GPU))
     assert len(blocks) == 3 and all(isinstance(b, cupy_stand_in.ndarray) for b in blocks)
     assert np.array_equal(np.concatenate([b.get() for b in blocks]), values)
+
+
+def test_the_blocks_sent_are_held_by_the_source_and_never_travel_with_a_copy_of_it():
+    """A check's task is handed a copy of the source without its reader: the blocks the run
+    sent must not come along (a task would be handed the whole array)."""
+    import dataclasses
+    import pickle
+
+    values = np.arange(60.0).reshape(12, 5)
+    source = array_input.open_array(values)
+    data = array_input.to_dask(source, (4, 5), CPU)
+    assert len(source.sent) == 2 and source.sent[-1] is data
+    assert dataclasses.replace(source, reader=None).sent == []
+    assert pickle.loads(pickle.dumps(source)).sent == []
+    read = replay.region(source, (slice(3, 9),))  # sliced from the blocks sent
+    assert isinstance(read, da.Array) and np.array_equal(read.compute(scheduler="sync"),
+                                                         values[3:9])

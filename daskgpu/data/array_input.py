@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import dask.array as da
 import numpy as np
@@ -61,9 +61,19 @@ class ArraySource:
     shape: tuple[int, ...]
     dtype: np.dtype
     reader: object  # NpyBlocks, a zarr array, or the array in memory
-    # An array in memory's blocks sent to the workers (Dask arrays on scattered futures): held
-    # here, as long as the run holds its inputs, for a graph built on them holds only keys.
-    sent: list = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def sent(self) -> list:
+        """An array in memory's blocks sent to the workers (Dask arrays on scattered futures).
+
+        Held here as long as the run holds its inputs, for a graph built on them holds only
+        their keys. Not a field: a copy (``dataclasses.replace``) or a pickle of the source
+        carries none, so that no task is handed the data through it.
+        """
+        return self.__dict__.setdefault("_sent", [])
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_sent"}
 
     @property
     def in_memory(self) -> bool:
@@ -234,7 +244,7 @@ def to_dask(source: ArraySource, chunks: tuple[int, ...], backend) -> da.Array:
     the Dask graph it is, rechunked where its blocks are not ``chunks``).
     """
     if source.in_memory:
-        array = memory_input.to_dask(source.reader, chunks, backend)
+        array = memory_input.to_dask(source.reader, chunks, backend, source.sent)
         source.sent.append(array)
         return array
     if source.kind == "zarr":

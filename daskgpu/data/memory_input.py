@@ -79,8 +79,11 @@ def checked(value, what: str):
     return value
 
 
-def to_dask(array, chunks: tuple, backend) -> da.Array:
+def to_dask(array, chunks: tuple, backend, sent: list | None = None) -> da.Array:
     """``array`` as a Dask array in ``chunks``, in ``backend``'s memory.
+
+    ``sent``: where a NumPy or CuPy array's blocks, once sent to the workers as they are, are
+    noted (a Dask array on them), for :func:`region` to read them again there.
 
     Raises
     ------
@@ -96,6 +99,8 @@ def to_dask(array, chunks: tuple, backend) -> da.Array:
             array = array.rechunk(blocks)
     else:
         array = _sent(array, blocks)
+        if sent is not None:
+            sent.append(array)
     if library(array) == "numpy":
         to_device = backend.to_device()
         if to_device is not None:
@@ -141,15 +146,24 @@ def _block_shape(chunks: tuple) -> tuple[int, ...]:
     return tuple(int(max(c)) if c else 0 for c in chunks)
 
 
-def region(array, where: tuple, dtype=np.float64):
-    """``array[where]`` as ``dtype``, read again from the object (lazy for a Dask array).
+def region(array, where: tuple, dtype=np.float64, sent: list | None = None):
+    """``array[where]`` as ``dtype`` in host memory, read again apart from the run's graph.
 
-    A NumPy or CuPy region is copied to host memory here, in the client that holds it; a Dask
-    array's is a graph computed where the check runs.
+    A Dask array's: a graph of its own blocks, computed where the check runs. A NumPy or
+    CuPy array's: sliced from the blocks :func:`to_dask` sent to the workers as they were
+    (``sent``), there, lazily, so that a check does not send the data again; where none were
+    sent, sliced from the object and copied to host memory here.
     """
-    part = array[tuple(where)]
+    held = sent[-1] if sent and not isinstance(array, da.Array) else array
+    part = held[tuple(where)]
     if isinstance(part, da.Array):
+        if library(part) == "cupy":
+            part = part.map_blocks(_on_host, dtype=part.dtype,
+                                   meta=np.empty((0,) * part.ndim, part.dtype))
         return part.astype(dtype)
-    if library(part) == "cupy":
-        part = part.get()
-    return np.asarray(part, dtype=dtype)
+    return np.asarray(_on_host(part), dtype=dtype)
+
+
+def _on_host(block):
+    """A block in host memory: a CuPy block copied there explicitly, NumPy as it is."""
+    return block.get() if library(block) == "cupy" else block

@@ -90,15 +90,15 @@ def region(source, where: tuple, dtype=np.float64):
     """``where`` of any input, read again apart from the run's graph, as ``dtype``; lazy.
 
     A file (a ``.npy`` or Zarr :class:`~daskgpu.data.array_input.ArraySource`): a task that
-    reads it with :func:`read` where it runs. An array in memory: read from the object itself
-    (:func:`daskgpu.data.memory_input.region`; a Dask array's region is a graph of the user's
-    own blocks). Pass it as an argument of the function :func:`on_workers` runs: it arrives
-    computed.
+    reads it with :func:`read` where it runs. An array in memory: read again apart from the
+    run's graph (:func:`daskgpu.data.memory_input.region`: a Dask array's region is a graph of
+    the user's own blocks; a NumPy or CuPy array's, its blocks as the workers received them).
+    Pass it as an argument of the function :func:`on_workers` runs: it arrives computed.
     """
     if getattr(source, "in_memory", False):
         from daskgpu.data import memory_input
 
-        return memory_input.region(source.reader, where, dtype)
+        return memory_input.region(source.reader, where, dtype, source.sent)
     return dask.delayed(read, pure=True)(source.path, source.kind, tuple(where), dtype)
 
 
