@@ -207,6 +207,25 @@ def compute_as_runner(session, name: str, **params):
                                            None)
 
 
+def drive_as_runner(session, name: str, keep: bool, **params):
+    """Build and drive a pipeline that has a ``drive`` as the runner does: spec, workload, raw.
+
+    ``keep``: as a run from Python (its drive keeps what it makes in ``on_workers``).
+    """
+    import dask
+
+    from daskgpu.execution import faults
+    from daskgpu.toolkit import registry
+
+    spec = registry.get(name)
+    resolved = spec.resolve(session.backend, **params)
+    watched = faults.WatchedClient(session.client, session.backend.devices)
+    with dask.config.set(scheduler=watched):
+        workload = spec.workload(session.backend, resolved)
+    workload.keep = keep
+    return spec, workload, watched.drive(workload)
+
+
 def train_rows(params: dict):
     """train-pipeline's generated training rows for ``params``, drawn here as its shards draw
     them: ``(x as float64, labels)``, for the tests' plain NumPy replays."""

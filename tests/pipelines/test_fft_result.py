@@ -14,10 +14,10 @@ import dask
 import dask.array
 import numpy as np
 import pytest
-from conftest import verify_on
+from conftest import drive_as_runner, verify_on
 
 import daskgpu
-from daskgpu.execution import faults, report, runner
+from daskgpu.execution import report, runner
 from daskgpu.toolkit import registry
 from pipelines.fft import layout as fft_layout
 from pipelines.fft import stages as fft_stages
@@ -39,14 +39,7 @@ def _counted_whole(plan):
 
 
 def _driven(session, keep: bool, **params):
-    """The workload built and driven as the runner does; ``keep``: as a run from Python."""
-    spec = registry.get("fft-pipeline")
-    resolved = spec.resolve(session.backend, **params)
-    watched = faults.WatchedClient(session.client, session.backend.devices)
-    with dask.config.set(scheduler=watched):
-        workload = spec.workload(session.backend, resolved)
-    workload.keep = keep
-    return spec, workload, watched.drive(workload)
+    return drive_as_runner(session, "fft-pipeline", keep, **params)
 
 
 def _kept(workload) -> dask.array.Array:

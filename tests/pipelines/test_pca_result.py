@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 
-import dask
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import verify_on
+from conftest import drive_as_runner, verify_on
 from distributed import futures_of
 
 import daskgpu
-from daskgpu.execution import faults, report, runner
+from daskgpu.execution import report, runner
 from daskgpu.toolkit import output, registry
 from pipelines.pca import output as pca_output
 from pipelines.pca import shared as pca_data
@@ -70,14 +69,7 @@ def _kept(projection, shape, dtype) -> da.Array:
 
 
 def _driven(session, keep: bool, **params):
-    """The workload built and driven as the runner does; ``keep``: as a run from Python."""
-    spec = registry.get("pca-pipeline")
-    resolved = spec.resolve(session.backend, **params)
-    watched = faults.WatchedClient(session.client, session.backend.devices)
-    with dask.config.set(scheduler=watched):
-        workload = spec.workload(session.backend, resolved)
-    workload.keep = keep
-    return spec, workload, watched.drive(workload)
+    return drive_as_runner(session, "pca-pipeline", keep, **params)
 
 
 @pytest.mark.parametrize("method", ["auto", "exact", "randomized"])
