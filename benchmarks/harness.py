@@ -47,6 +47,23 @@ def machine() -> str:
             f"numpy {np.__version__}, numba {numba.__version__}")
 
 
+def on_a_started_cluster(workers: int, rounds: Callable[[Any], Any]) -> Any:
+    """``rounds(session)`` on a CPU cluster of ``workers`` one-thread workers started here.
+
+    Its start is printed and is not part of a fit's time: the fits are passed the session.
+    """
+    import time
+
+    import daskgpu
+
+    began = time.perf_counter()
+    with daskgpu.cluster(cpu=True, workers=workers, threads_per_worker=1,
+                         dashboard=False) as started:
+        print(f"cluster of {workers} x 1-thread workers started in "
+              f"{time.perf_counter() - began:.2f} s (not part of a fit: passed as session=)")
+        return rounds(started)
+
+
 def pipeline_bench(name: str, params: dict, workers: int = 2, repeat: int = 3, warmup: int = 1,
                    baseline_runs: int | None = None, threads_per_worker: int = 1,
                    show: bool = True) -> daskgpu_bench.BenchResult:

@@ -158,20 +158,14 @@ def ties_only(x: np.ndarray, mine: dict, peer: dict, off: float) -> int:
 
 def compare(args, session=None) -> dict:
     """The rounds, the comparison, the figures (printed, and returned for tests)."""
-    import daskgpu
-    from benchmarks.harness import machine
+    from benchmarks.harness import machine, on_a_started_cluster
 
     x = points(args.samples, args.features, args.k)
     print(f"{args.samples} x {args.features} float32 in memory (NumPy), k = {args.k}, "
           f"init: the same {args.k} seeded points, n_init=1, max_iter={args.iterations}, "
           f"tol=0; {machine()}")
     if session is None:
-        began = time.perf_counter()
-        with daskgpu.cluster(cpu=True, workers=args.workers, threads_per_worker=1,
-                             dashboard=False) as started:
-            print(f"cluster of {args.workers} x 1-thread workers started in "
-                  f"{time.perf_counter() - began:.2f} s (not part of a fit: passed as session=)")
-            return _rounds(args, x, started)
+        return on_a_started_cluster(args.workers, lambda started: _rounds(args, x, started))
     return _rounds(args, x, session)
 
 

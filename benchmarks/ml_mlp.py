@@ -102,8 +102,7 @@ def agree(mine: dict, peer: dict, points: float = ACCURACY_POINTS) -> str:
 
 def compare(args, session=None) -> dict:
     """The rounds, the comparison, the figures (printed, and returned for tests)."""
-    import daskgpu
-    from benchmarks.harness import machine
+    from benchmarks.harness import machine, on_a_started_cluster
 
     rows = data(args.samples)
     per_epoch = -(-args.samples // args.batch_size)
@@ -111,12 +110,7 @@ def compare(args, session=None) -> dict:
           f"Dense(128, relu) -> Dense(10, softmax), Adam, {args.epochs} epochs of "
           f"{per_epoch} batches of {args.batch_size}; {machine()}")
     if session is None:
-        began = time.perf_counter()
-        with daskgpu.cluster(cpu=True, workers=args.workers, threads_per_worker=1,
-                             dashboard=False) as started:
-            print(f"cluster of {args.workers} x 1-thread workers started in "
-                  f"{time.perf_counter() - began:.2f} s (not part of a fit: passed as session=)")
-            return _rounds(args, rows, started)
+        return on_a_started_cluster(args.workers, lambda started: _rounds(args, rows, started))
     return _rounds(args, rows, session)
 
 
