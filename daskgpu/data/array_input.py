@@ -244,9 +244,7 @@ def to_dask(source: ArraySource, chunks: tuple[int, ...], backend) -> da.Array:
     the Dask graph it is, rechunked where its blocks are not ``chunks``).
     """
     if source.in_memory:
-        array = memory_input.to_dask(source.reader, chunks, backend, source.sent)
-        source.sent.append(array)
-        return array
+        return memory_input.to_dask(source.reader, chunks, backend, source.sent)
     if source.kind == "zarr":
         arr = da.from_zarr(source.path, chunks=chunks)
     else:
